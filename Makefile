@@ -1,0 +1,42 @@
+# Developer entry points. Everything runs from the checkout's own .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+
+.PHONY: install demo test lint format bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(STAMP)  ## create .venv and install zmem (leaves .venv/bin/zmem)
+
+demo: install  ## scripted session on a throwaway store
+	@bash scripts/demo.sh
+
+test: $(TEST_STAMP)  ## the whole suite (pytest exits 5 on no tests: that fails too)
+	$(BIN)/python -m pytest
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check src tests bench scripts skills
+	$(BIN)/ruff format --check src tests bench scripts skills
+
+format: $(TEST_STAMP)
+	$(BIN)/ruff format src tests bench scripts skills
+	$(BIN)/ruff check --fix src tests bench scripts skills
+
+bench: install
+	$(BIN)/python bench/write_path.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,193 @@
+"""Prompt-injection shape detection for memory text.
+
+Owns the phrase patterns that mark text as instruction-shaped (aimed at the model that will later
+read the memory) and the ``prompt-injection-risk`` tag. Precision first: descriptive coding
+lessons must never tag, so every shape needs an imperative aimed at the model or its memory.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+INJECTION_TAG = "prompt-injection-risk"
+
+# A space in a phrase template means "any run of whitespace/punctuation", so
+# "ignore -- all *previous* instructions" still reads as the phrase it is.
+_SEP = r"[\W_]{1,12}"
+_FLAGS = re.IGNORECASE | re.MULTILINE
+
+# Invisible format characters are a cheap way to split a trigger word; drop them first.
+_INVISIBLE = dict.fromkeys(
+    (0x00AD, 0x180E, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2060, 0xFEFF), None
+)
+
+
+def _phrase(template: str) -> re.Pattern[str]:
+    return re.compile(template.replace(" ", _SEP), _FLAGS)
+
+
+# Shared vocabulary (templates: spaces become _SEP when compiled by _phrase).
+_NEG = r"(?:do not|don\W{0,2}t|dont|never|must not|mustn\W{0,2}t|should not|shouldn\W{0,2}t)"
+_QUAL = r"(?:previous|prior|above|earlier|preceding|foregoing|system|developer)"
+_RULES = (
+    r"(?:instructions?|prompts?|directions|directives|guidelines|guidance|rules|commands"
+    r"|constraints|programming|orders)"
+)
+_ORDERS = r"(?:instructions?|prompts?|directions|directives|guidelines|orders)"
+_PRIVILEGED = (
+    r"(?:system|administrator|admin|root|superuser|sysadmin|developer mode|god mode"
+    r"|unrestricted|unfiltered|jailbroken|dan)"
+)
+_AUDIENCE = r"(?:the |any |a )?(?:users?|human|operator|anyone|anybody|them)"
+_SELF = (
+    r"(?:(?:this|these|that|the|my|your|any) (?:instructions?|memory|memories|notes?|prompts?"
+    r"|directives?|system prompt)|the system prompt)"
+)
+_MEM_YOUR = (
+    r"(?:memory store|memory bank|knowledge(?: |)base|long-term memory|stored memories"
+    r"|saved memories|memories|memory|knowledge)"
+)
+_MEM_THE = r"(?:memory store|memory bank|knowledge(?: |)base|long-term memory|stored memories)"
+# What may follow a memory noun: end of clause or a connective, never another noun
+# ("memory limit", "memory store schema" are infrastructure talk).
+_MEM_TAIL = (
+    r"(?=\s*(?:$|[^\w\s]|(?:to|with|so|that|about|and|now|permanently|accordingly|immediately"
+    r"|forever|as|for|since|because)\b))"
+)
+_MEM_TAIL_STRICT = (
+    r"(?=\s*(?:$|[.!;:]|(?:so that|so it|accordingly|permanently|immediately|now"
+    r"|to (?:say|state|read|reflect|include|contain|record|note|show))\b))"
+)
+_SECRET_NOUNS = (
+    r"(?:api keys?|(?:api|access|auth|bearer|session|github|npm) tokens?|credentials"
+    r"|secrets?|passwords?|env(?: vars?| file)?|environment variables|\.env(?: file)?"
+    r"|ssh (?:private )?keys?|private keys?|~/\.(?:ssh|aws)\S*|id_rsa|id_ed25519)"
+)
+_SEND = r"(?:send|email|e-mail|forward|transmit|exfiltrate|leak|dump|beam)"
+_EXTERNAL = (
+    r"(?:https?://|www\.|\S+@\S+\.\w|\d{1,3}(?:\.\d{1,3}){3}|(?:me|us)\b"
+    r"|this (?:url|address|endpoint|webhook|email|server|domain|link)"
+    r"|(?:an |the )?(?:external|remote|third party|attacker|following)\b)"
+)
+
+# A subject/modal just before the verb makes it description, not command:
+# "the agent may ignore previous instructions" is a lesson about agents.
+_DESCRIPTIVE_LEAD = re.compile(
+    r"(?:\b(?:will|would|can|could|may|might|should|to|not|never|often|sometimes|usually"
+    r"|also|does|did|cannot)|n\W?t)[\W_]*$",
+    re.IGNORECASE,
+)
+
+_RULES_TABLE: tuple[tuple[str, re.Pattern[str], bool], ...] = (
+    # (shape, pattern, veto when preceded by a descriptive lead)
+    ("override", _phrase(
+        rf"\b(?:ignore|disregard|forget) (?:(?:all|any|every) (?:of )?)?"
+        rf"(?:(?:the|your|my|these|those|any) )?(?:{_QUAL} )+(?:\w+ )?{_RULES}\b"), True),
+    ("override", _phrase(
+        rf"\b(?:ignore|disregard|forget) (?:(?:all|any|every) (?:of )?(?:(?:the|your|my) )?"
+        rf"|your ){_ORDERS}\b"), True),
+    ("override", _phrase(
+        r"\b(?:ignore|disregard|forget) (?:everything|all|anything)(?: that)? "
+        r"(?:you(?:\W?ve| have| were| are)? (?:been )?(?:told|taught|instructed|given)"
+        r"|above|before this|so far|i (?:said|told you))\b"), True),
+    ("role_hijack", _phrase(
+        r"(?:^|(?<=[.!?;:\"'`>*#(\[-]))\s*you(?: are|\W?re) now (?:(?:a|an|the|my) \w"
+        r"|dan\b|in (?:developer|god|jailbreak|unrestricted) mode|unrestricted|jailbroken)"),
+        False),
+    ("role_hijack", _phrase(
+        r"\bfrom now on (?:you(?: are|\W?re) (?:a|an|the|my|no longer|dan)\b"
+        r"|you(?: will|\W?ll) (?:act|behave|respond|pretend|roleplay) as\b)"), False),
+    ("role_hijack", _phrase(
+        rf"\b(?:act|behave|respond|operate) as (?:if you (?:are|were) )?(?:(?:the|a|an|my) )?"
+        rf"{_PRIVILEGED}(?: (?:administrator|admin|prompt|message|role|user|account))?"
+        r"(?=\s*(?:$|[^\w\s]|(?:and|from|now|until|for|with)\b))"), True),
+    ("role_hijack", _phrase(
+        rf"\bpretend (?:to be|(?:that )?you(?: are|\W?re)) (?:(?:the|a|an|my) )?{_PRIVILEGED}\b"),
+        True),
+    ("role_hijack", _phrase(
+        r"\byour new (?:role|persona|identity|name|purpose) (?:is|will be)\b"), False),
+    ("role_hijack", _phrase(
+        r"\byou(?: are|\W?re) no longer (?:(?:an|a|the) )?"
+        r"(?:ai|assistant|language model|chatbot|bound by|restricted|claude|chatgpt)\b"), False),
+    ("concealment", _phrase(
+        rf"\b{_NEG} (?:mention|reveal|disclose|divulge|repeat|discuss|acknowledge) "
+        rf"(?:{_SELF}(?=\s*(?:$|[^\w\s]|(?:to|from|with|unless|or|and)\b))"
+        rf"|(?:this|these|any of this)(?:\s*[.!]| (?:to|from|with) {_AUDIENCE}\b))"), False),
+    ("concealment", _phrase(
+        rf"\b{_NEG} (?:tell|inform|notify|alert) (?:the )?(?:users?|human|operator)"
+        r"(?=\s*(?:$|[.!;)]|about (?:this|these|it|that|any)\b|(?:that|what) you\b"
+        r"|anything\b))"), False),
+    ("concealment", _phrase(
+        rf"\bkeep (?:(?:this|these|it|that) (?:a )?secret from {_AUDIENCE}\b"
+        rf"|{_SELF} (?:a )?secret\b)"), False),
+    ("concealment", _phrase(
+        rf"\b(?:hide|conceal|withhold) (?:this|these|{_SELF}) from {_AUDIENCE}\b"), False),
+    ("store_mutation", _phrase(
+        r"\b(?:update|modify|change|edit|overwrite|rewrite|alter|delete|erase|wipe|clear|purge"
+        rf"|reset|corrupt|poison|replace) your {_MEM_YOUR}{_MEM_TAIL}"), False),
+    ("store_mutation", _phrase(
+        r"\b(?:add|write|store|save|insert|append|record|put|commit|persist|remember|inject|keep)"
+        rf" (?:(?:this|these|that|it|the following) )?(?:to|in|into|inside|within) "
+        rf"(?:your {_MEM_YOUR}|the {_MEM_THE}){_MEM_TAIL}"), False),
+    ("store_mutation", _phrase(
+        r"\b(?:update|modify|overwrite|rewrite|alter|corrupt|poison) the "
+        rf"{_MEM_THE}{_MEM_TAIL_STRICT}"), False),
+    ("store_mutation", _phrase(
+        r"\bremember (?:this|that|the following|these (?:facts|instructions|rules)) "
+        r"(?:forever|permanently|for all future|in all future)\b"), False),
+    ("store_mutation", _phrase(
+        r"\bremember to always\b[^.\n]{0,120}?\b(?:in|for|across|during) (?:all |every )?"
+        r"(?:future|subsequent) (?:sessions?|conversations?|chats?|responses?|interactions?)"),
+        False),
+    ("exfiltration", _phrase(
+        rf"\b{_SEND} (?:all (?:of )?)?(?:your|the user\W?s|all|any) (?:contents of )?"
+        rf"(?:\w+ )?{_SECRET_NOUNS} (?:to|into|via|over to|at)\b"), False),
+    ("exfiltration", _phrase(
+        rf"\b(?:{_SEND}|upload|post|paste) the (?:contents of )?(?:\w+ )?{_SECRET_NOUNS} "
+        rf"(?:to|into|via|over to|at) {_EXTERNAL}"), False),
+    ("exfiltration", _phrase(
+        r"\b(?:send|email|forward|transmit|exfiltrate|leak) the (?:contents of (?:the |your )?)?"
+        r"(?:environment variables|env vars|ssh (?:private )?keys?|private keys?|secrets"
+        r"|\.env(?: file)?|~/\.(?:ssh|aws)\S*|system prompt) (?:to|into|via|over to|at)\b"),
+        False),
+    ("exfiltration", _phrase(
+        r"\b(?:print|echo|output|reveal|display|include|dump|show|list|write|paste|leak|repeat)"
+        rf" (?:all (?:of )?)?(?:the |your |my |any )?(?:{_SECRET_NOUNS}|system prompt"
+        r"|hidden instructions) (?:in|into|within|as part of) your "
+        r"(?:response|reply|answer|next message|output)"), False),
+    ("system_marker", re.compile(
+        r"<\|(?:im_start|im_end|im_sep|system|user|assistant|endoftext|begin_of_text"
+        r"|end_of_text|start_header_id|end_header_id|eot_id|eom_id)\|>"
+        r"|\[/?INST\]|<</?SYS>>|</?system(?:[_-](?:prompt|message|instructions?))?>"
+        r"|^[ \t]*#{1,6}[ \t]*(?:system|instructions?)(?:[ \t]+prompt)?[ \t]*:", _FLAGS), False),
+    # Upper-case only: "System: Ubuntu 22.04" in a bug report is not a role header.
+    ("system_marker", re.compile(r"^[ \t]*SYSTEM(?:[ \t]+PROMPT)?[ \t]*:", re.MULTILINE), False),
+)
+
+
+def _normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+
+
+def _descriptive(text: str, start: int) -> bool:
+    return _DESCRIPTIVE_LEAD.search(text[max(0, start - 24) : start]) is not None
+
+
+def injection_shapes(text: str) -> list[str]:
+    """Sorted unique names of the injection shapes present in ``text``."""
+    norm = _normalise(text)
+    found: set[str] = set()
+    for shape, rx, veto in _RULES_TABLE:
+        if shape in found:
+            continue
+        for m in rx.finditer(norm):
+            if not (veto and _descriptive(norm, m.start())):
+                found.add(shape)
+                break
+    return sorted(found)
+
+
+def is_injection_risk(text: str) -> bool:
+    """True when ``text`` has any injection shape."""
+    return bool(injection_shapes(text))

@@ -1,0 +1,51 @@
+"""Namespace validation on write. The automatic hooks read exactly `user:global`, so an obvious
+misspelling of it would strand a memory where nothing ever recalls it: refuse those."""
+
+from __future__ import annotations
+
+import re
+
+from zmem.errors import Refusal, UsageError
+from zmem.models import GLOBAL_NAMESPACE, MAX_NAMESPACE_CHARS
+
+_SQUASH = re.compile(r"[^a-z0-9]")
+_CANONICAL_SQUASHED = "userglobal"
+
+
+def _edit_distance(a: str, b: str, cap: int) -> int:
+    """Levenshtein distance, giving up (returning cap + 1) once it must exceed cap."""
+    if abs(len(a) - len(b)) > cap:
+        return cap + 1
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        if min(current) > cap:
+            return cap + 1
+        previous = current
+    return previous[-1]
+
+
+def is_near_miss_global(namespace: str) -> bool:
+    if namespace == GLOBAL_NAMESPACE:
+        return False
+    squashed = _SQUASH.sub("", namespace.lower())
+    if squashed in ("global", "globals", "globaluser", "globalusers"):
+        return True
+    return _edit_distance(squashed, _CANONICAL_SQUASHED, 2) <= 2
+
+
+def validate_namespace(namespace: str) -> str:
+    if not isinstance(namespace, str) or not namespace.strip():
+        raise UsageError("namespace must not be empty (e.g. project:<repo> or user:global)")
+    if len(namespace) > MAX_NAMESPACE_CHARS:
+        raise UsageError(f"namespace is longer than {MAX_NAMESPACE_CHARS} characters")
+    if any(ch.isspace() or ord(ch) < 32 for ch in namespace):
+        raise UsageError(f"namespace {namespace!r} contains whitespace or control characters")
+    if is_near_miss_global(namespace):
+        raise Refusal(
+            f"namespace {namespace!r} looks like a misspelling of the global namespace; "
+            f"use {GLOBAL_NAMESPACE}"
+        )
+    return namespace

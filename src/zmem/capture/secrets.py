@@ -1,0 +1,232 @@
+"""Secret detection and redaction for the capture write path.
+
+Owns the credential patterns ZMem recognises, how overlapping hits are resolved into one
+non-overlapping list, and the ``[REDACTED:<kind>]`` replacement applied before storage/indexing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SecretMatch:
+    kind: str
+    start: int
+    end: int
+
+
+# (match, secret_text) -> keep?  Lets context-dependent patterns reject placeholders and prose.
+_Check = Callable[[re.Match[str], str], bool]
+
+# Only these groups ever hold the secret; patterns without one redact the whole match.
+_SECRET_GROUPS = ("s", "dq", "sq", "uq")
+
+_PLACEHOLDER_HINTS = (
+    "your", "example", "placeholder", "changeme", "change_me", "dummy", "redacted", "xxxx",
+    "insert", "replace", "sample",
+)
+_PLACEHOLDER_CHARS = frozenset("x*.-_#?")
+_ENV_NAME = re.compile(r"[A-Z]+(?:_[A-Z]+)+")
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_REST_OF_LINE_BLANK = re.compile(r"[ \t]*(?:[#,}]|\r?\n|$)")
+
+
+def _is_placeholder(value: str) -> bool:
+    low = value.lower()
+    if not value or value[0] in "$%<" or value.startswith(("{", "[REDACTED")):
+        return True
+    if set(low) <= _PLACEHOLDER_CHARS:
+        return True
+    if any(hint in low for hint in _PLACEHOLDER_HINTS):
+        return True
+    # OPENAI_API_KEY as a value names an environment variable rather than holding a secret.
+    return _ENV_NAME.fullmatch(value) is not None
+
+
+def _is_path_or_url(value: str) -> bool:
+    return (
+        value.startswith(("/", "~", "./", "../"))
+        or re.match(r"[A-Za-z]:[\\/]", value) is not None
+        or "://" in value
+    )
+
+
+def _has_digit_and_letter(value: str) -> bool:
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
+def _check_entropy_token(_m: re.Match[str], value: str) -> bool:
+    # Prefix-only formats (sk-, xoxb-, sk_live_) collide with kebab/snake identifiers; real
+    # keys are random base62 and essentially always contain a digit.
+    return _has_digit_and_letter(value)
+
+
+def _check_assignment(m: re.Match[str], value: str) -> bool:
+    quoted = m.group("uq") is None
+    if len(value) < 8 or value.isdigit() or _is_placeholder(value) or _is_path_or_url(value):
+        return False
+    if not quoted:
+        if _DOTTED_NAME.fullmatch(value) or m.string[m.end() : m.end() + 1] in ("(", "["):
+            return False  # settings.API_TOKEN, hashlib.sha256(...): code, not a literal
+        # "Token: authentication tokens are..." is prose; a YAML value ends its line.
+        if ":" in m.group("sep") and "=" not in m.group("sep"):
+            if not _REST_OF_LINE_BLANK.match(m.string, m.end()):
+                return False
+    if any(not (c.isalpha() or c in "_-.") for c in value):
+        return True
+    # Pure words only count when quoted and long enough to be a passphrase, not a label.
+    return quoted and len(value) >= 16
+
+
+def _check_bearer(m: re.Match[str], value: str) -> bool:
+    if _is_placeholder(value):
+        return False
+    if m.group("auth") is not None:
+        return len(value) >= 8
+    # Bare "bearer <word>" is common prose, so demand a long, mixed token.
+    return len(value) >= 20 and _has_digit_and_letter(value)
+
+
+def _check_url_password(_m: re.Match[str], value: str) -> bool:
+    return not _is_placeholder(value)
+
+
+_KEY_NAME = (
+    r"(?:pass(?:word|wd|phrase)|pwd|secret(?:[_-]?key)?|api[_-]?key|apikey"
+    r"|access[_-]?key|private[_-]?key|token)"
+)
+_TOKEN68 = r"[A-Za-z0-9._~+/-]{0,4095}[A-Za-z0-9_~+/-]=*"
+_PEM_LABEL = r"[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+
+# Ordered most specific first: on equal-length overlaps the earlier kind wins.
+_PATTERN_SPECS: tuple[tuple[str, str, _Check | None], ...] = (
+    (
+        "private_key",
+        rf"-----BEGIN{_PEM_LABEL}(?:[\s\S]*?-----END{_PEM_LABEL}|[\s\S]*)",
+        None,
+    ),
+    (
+        "github_token",
+        r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{36,251}+|github_pat_[A-Za-z0-9_]{40,251}+)"
+        r"(?![A-Za-z0-9])",
+        None,
+    ),
+    ("anthropic_key", r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,512}+", _check_entropy_token),
+    (
+        "openai_key",
+        r"(?<![A-Za-z0-9_-])sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,512}+",
+        _check_entropy_token,
+    ),
+    ("stripe_key", r"(?<![A-Za-z0-9])[sr]k_(?:live|test)_[A-Za-z0-9]{20,255}+", _check_entropy_token),
+    ("aws_access_key", r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])", None),
+    (
+        "aws_secret_key",
+        r"(?i:aws[_.-]?secret[_.-]?(?:access[_.-]?)?key|secret[_.-]?access[_.-]?key)"
+        r"[\"']?[ \t]*(?::=|=>|=|:)[ \t]*[\"']?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        None,
+    ),
+    ("slack_token", r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,255}+", _check_entropy_token),
+    ("google_api_key", r"(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])", None),
+    ("npm_token", r"(?<![A-Za-z0-9])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", None),
+    (
+        "jwt",
+        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}+\.ey[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{10,}+",
+        None,
+    ),
+    (
+        "url_credentials",
+        r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s:/@?#\[\]]{0,256}:"
+        r"(?P<s>[^\s/@?#\[\]]{1,256})@",
+        _check_url_password,
+    ),
+    (
+        "bearer_token",
+        r"(?P<auth>(?i:authorization)[\"']?[ \t]*[:=][ \t]*[\"']?)?(?i:\bbearer)[ \t]+"
+        rf"(?P<s>{_TOKEN68})",
+        _check_bearer,
+    ),
+    (
+        "password_assignment",
+        rf"(?i:{_KEY_NAME})[\"']?[ \t]*(?P<sep>:=|=>|=(?!=)|:(?![:/]))[ \t]*"
+        r"(?:\"(?P<dq>[^\"\s]{1,1024})\"|'(?P<sq>[^'\s]{1,1024})'"
+        r"|(?P<uq>[^\s'\"`,;()\[\]{}]{1,512}))",
+        _check_assignment,
+    ),
+)
+
+_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...], _Check | None], ...] = tuple(
+    (kind, rx, tuple(g for g in _SECRET_GROUPS if g in rx.groupindex), check)
+    for kind, rx, check in ((k, re.compile(p), c) for k, p, c in _PATTERN_SPECS)
+)
+
+
+def _secret_span(m: re.Match[str], groups: tuple[str, ...]) -> tuple[int, int]:
+    for name in groups:
+        if m.start(name) != -1:
+            return m.span(name)
+    return m.span()
+
+
+def find_secrets(text: str) -> list[SecretMatch]:
+    """Return non-overlapping secret spans in ``text``, sorted by start."""
+    candidates: list[tuple[int, int, int, str]] = []
+    for priority, (kind, rx, groups, check) in enumerate(_PATTERNS):
+        pos = 0
+        while (m := rx.search(text, pos)) is not None:
+            start, end = _secret_span(m, groups)
+            if end > start and (check is None or check(m, text[start:end])):
+                candidates.append((start, end, priority, kind))
+                pos = m.end()
+            else:
+                # A rejected hit may hide a real one inside it (a URL value shadowing a later
+                # "key=..."), so resume just past its start rather than past its end.
+                pos = m.start() + 1
+    candidates.sort()
+
+    # Overlapping hits collapse into their union so no fragment of either secret survives;
+    # the longest hit (then the most specific pattern) names the result.
+    merged: list[SecretMatch] = []
+    best: tuple[int, int] = (0, 0)
+    for start, end, priority, kind in candidates:
+        rank = (end - start, -priority)
+        if merged and start < merged[-1].end:
+            last = merged[-1]
+            if rank > best:
+                best = rank
+                last = SecretMatch(kind, last.start, last.end)
+            merged[-1] = SecretMatch(last.kind, last.start, max(last.end, end))
+        else:
+            merged.append(SecretMatch(kind, start, end))
+            best = rank
+    return merged
+
+
+def _replace(text: str, matches: list[SecretMatch]) -> str:
+    parts: list[str] = []
+    pos = 0
+    for match in matches:
+        parts.append(text[pos : match.start])
+        parts.append(f"[REDACTED:{match.kind}]")
+        pos = match.end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def redact(text: str) -> tuple[str, int]:
+    """Replace every secret with ``[REDACTED:<kind>]``; return the new text and the count."""
+    total = 0
+    # Removing one secret can expose a neighbour whose boundary check looked at the removed
+    # text (a key glued to the end of a PEM block), so repeat until nothing matches. Markers
+    # never match, so each round strictly shrinks the unredacted text and this terminates.
+    while matches := find_secrets(text):
+        text = _replace(text, matches)
+        total += len(matches)
+    return text, total
+
+
+def looks_like_secret(text: str) -> bool:
+    """True when ``text`` contains anything ``find_secrets`` would redact."""
+    return bool(find_secrets(text))

@@ -1,0 +1,87 @@
+"""Source references (`file:`, `session:`, `db:` ...): validation, path normalisation for
+Windows/Cygwin spellings, and the content hash that later tells recall a file: source changed."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from zmem.errors import UsageError
+
+_SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*):(.+)$", re.DOTALL)
+_CYGDRIVE = re.compile(r"^/cygdrive/([a-zA-Z])(/.*)?$")
+_MSYS = re.compile(r"^/([a-zA-Z])(/.*)?$")
+_WINDOWS = re.compile(r"^([a-zA-Z]):[\\/]")
+MAX_SOURCE_REF_CHARS = 4096
+
+
+def normalize_path(path: str) -> str:
+    """Windows (C:\\Users\\me) and Cygwin/MSYS (/cygdrive/c/..., /c/...) spellings of one file
+    become one canonical form, C:/Users/me, so the same source always compares equal."""
+    match = _CYGDRIVE.match(path) or _MSYS.match(path)
+    if match:
+        return f"{match.group(1).upper()}:{match.group(2) or '/'}"
+    if _WINDOWS.match(path):
+        return path[0].upper() + path[1:].replace("\\", "/")
+    return path
+
+
+def normalize_source_ref(ref: str) -> str:
+    ref = ref.strip()
+    if len(ref) > MAX_SOURCE_REF_CHARS:
+        raise UsageError(f"source_ref is longer than {MAX_SOURCE_REF_CHARS} characters")
+    match = _SCHEME.match(ref)
+    if not match or not match.group(2).strip() or "\n" in ref:
+        raise UsageError(
+            f"source_ref {ref!r} must look like file:<path>, session:<id> or db:<table>:<rowid>"
+        )
+    scheme, rest = match.group(1), match.group(2).strip()
+    if scheme == "file":
+        return "file:" + normalize_path(rest)
+    if scheme == "db" and not re.fullmatch(r"[^:\s]+:[^:\s]+", rest):
+        raise UsageError(f"source_ref {ref!r}: a db: ref is db:<table>:<rowid>")
+    return f"{scheme}:{rest}"
+
+
+def file_path(ref: str | None) -> str | None:
+    if ref and ref.startswith("file:"):
+        return ref[len("file:"):]
+    return None
+
+
+def _local_path(path: str) -> Path:
+    # A canonical C:/x path only opens on Windows; on Cygwin/MSYS/WSL-style hosts the drive
+    # maps back to /cygdrive/c, which the OS resolves.
+    drive = re.match(r"^([A-Z]):(/.*)$", path)
+    if drive and os.name != "nt" and Path("/cygdrive").is_dir():
+        return Path(f"/cygdrive/{drive.group(1).lower()}{drive.group(2)}")
+    return Path(path).expanduser()
+
+
+def hash_file(path: str) -> str | None:
+    """sha256 of the file's bytes, or None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with _local_path(path).open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 16), b""):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def source_state(ref: str | None, stored_hash: str | None) -> str | None:
+    """For file: refs: 'fresh', 'stale' (changed since capture: recall halves confidence),
+    'unreadable' (warned about, not halved) or 'unverified' (no hash was taken at capture).
+    None for every other kind of ref."""
+    path = file_path(ref)
+    if path is None:
+        return None
+    if stored_hash is None:
+        return "unverified"
+    current = hash_file(path)
+    if current is None:
+        return "unreadable"
+    return "fresh" if current == stored_hash else "stale"

@@ -1,0 +1,179 @@
+"""The write path inside one transaction: dedup against near-identical live rows (with the
+polarity and number guards), link generation to neighbours above the link threshold, trust
+events, and entity links. Candidates come from FTS by prefix filtering, never a scan."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import apsw
+
+from zmem.capture.entities import extract_entities
+from zmem.capture.policy import Prepared, merge_tags
+from zmem.capture.polarity import polarity
+from zmem.db import graph, memories
+from zmem.models import (
+    SYSTEM_TAGS,
+    TRUST_CONTRADICTION_DELTA,
+    TRUST_CORROBORATION_DELTA,
+    WriteResult,
+    clamp_trust,
+    worst_taint,
+)
+from zmem.tokens import jaccard, number_tokens, similarity_norm
+
+# Jaccard on similarity tokens above which two rows say the same thing. Deliberately well above
+# the link threshold: a false merge loses a memory, a missed merge only costs a duplicate.
+DEDUP_THRESHOLD = 0.85
+CANDIDATE_LIMIT = 64
+LINKS_PER_WRITE = 8
+
+Embedder = Callable[[str], tuple[bytes, str] | None]
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    candidate: memories.Candidate
+    similarity: float
+    same_polarity: bool
+    same_numbers: bool
+
+
+def prefix_terms(conn: apsw.Connection, tokens: frozenset[str], threshold: float) -> list[str]:
+    """The rarest terms of `tokens` such that any row with Jaccard >= threshold must contain at
+    least one of them (prefix filtering): a row that reaches the threshold misses at most
+    floor((1 - t) * |A|) of A's tokens, so it holds one of any floor((1 - t) * |A|) + 1."""
+    if not tokens:
+        return []
+    need = math.floor((1.0 - threshold) * len(tokens) + 1e-9) + 1
+    counts = memories.term_document_counts(conn, sorted(tokens))
+    ranked = sorted(tokens, key=lambda t: (counts[t], t))[:need]
+    # A term no stored row contains cannot find a candidate; if every chosen term is unseen,
+    # no row can reach the threshold at all.
+    return [t for t in ranked if counts[t] > 0]
+
+
+def find_neighbours(conn: apsw.Connection, content: str, namespace: str, threshold: float,
+                    exclude: Sequence[str] = ()) -> list[Neighbour]:
+    norm = similarity_norm(content)
+    tokens = frozenset(norm.split())
+    terms = prefix_terms(conn, tokens, threshold)
+    if not terms:
+        return []
+    mine_polarity = polarity(content)
+    mine_numbers = number_tokens(tokens)
+    found = []
+    for cand in memories.similar_candidates(conn, terms, namespace, exclude, CANDIDATE_LIMIT):
+        other = frozenset(cand.content_norm.split()) if cand.content_norm else frozenset(
+            similarity_norm(cand.content).split())
+        sim = jaccard(tokens, other)
+        if sim < threshold:
+            continue
+        found.append(Neighbour(
+            cand, sim, polarity(cand.content) == mine_polarity,
+            number_tokens(other) == mine_numbers,
+        ))
+    found.sort(key=lambda n: (-n.similarity, n.candidate.id))
+    return found
+
+
+def link_entities(conn: apsw.Connection, memory_id: str, content: str, tags: Sequence[str],
+                  at: str) -> None:
+    ids = []
+    for mention in extract_entities(content, tags):
+        entity_id = graph.entity_for_aliases(conn, mention.aliases)
+        if entity_id is None:
+            entity_id = graph.create_entity(conn, mention.kind, mention.name, at)
+        graph.add_aliases(conn, entity_id, mention.aliases)
+        ids.append(entity_id)
+    graph.link_memory_entities(conn, memory_id, ids)
+
+
+def contradict(conn: apsw.Connection, a: str, b: str, at: str, score: float | None = None
+               ) -> bool:
+    """Insert a contradicts pair (both directions) and apply the trust event once."""
+    new = graph.insert_link(conn, a, b, "contradicts", score, at)
+    new = graph.insert_link(conn, b, a, "contradicts", score, at) or new
+    if new:
+        memories.add_trust(conn, a, TRUST_CONTRADICTION_DELTA)
+        memories.add_trust(conn, b, TRUST_CONTRADICTION_DELTA)
+    return new
+
+
+def _refresh_twin(conn: apsw.Connection, twin: memories.Candidate, row: Prepared, at: str
+                  ) -> None:
+    better = row.confidence > twin.confidence
+    memories.refresh(
+        conn, twin.id,
+        tags=merge_tags(twin.tags, row.tags),
+        taint=worst_taint(twin.taint, row.taint),
+        confidence=row.confidence if better else twin.confidence,
+        signal=row.signal if better else twin.signal,
+        trust_score=clamp_trust(twin.trust_score + TRUST_CORROBORATION_DELTA),
+        at=at,
+    )
+
+
+def _absorb_tags(conn: apsw.Connection, neighbour: memories.Candidate, tags: Sequence[str],
+                 at: str) -> None:
+    extra = [t for t in tags if t not in SYSTEM_TAGS]
+    merged = merge_tags(neighbour.tags, extra)
+    if merged == neighbour.tags:
+        return
+    memories.set_tags(conn, neighbour.id, merged)
+    graph.unlink_memory_entities(conn, neighbour.id)
+    link_entities(conn, neighbour.id, neighbour.content, merged, at)
+
+
+def write(conn: apsw.Connection, row: Prepared, *, at: str, link_threshold: float,
+          embedder: Embedder | None = None, update_of: str | None = None,
+          exclude: Sequence[str] = ()) -> WriteResult:
+    """Store `row` (or fold it into a near-identical twin). Must run inside a transaction."""
+    threshold = min(link_threshold, DEDUP_THRESHOLD)
+    neighbours = find_neighbours(conn, row.content, row.namespace, threshold, exclude)
+    twins = [n for n in neighbours
+             if n.similarity >= DEDUP_THRESHOLD and n.same_numbers and n.same_polarity]
+    if twins:
+        twin = twins[0].candidate
+        _refresh_twin(conn, twin, row, at)
+        if update_of is not None:
+            graph.insert_link(conn, twin.id, update_of, "updates", None, at)
+        return WriteResult(twin.id, "deduped", False, row.warnings, replaced=update_of)
+
+    new_id = str(uuid.uuid4())
+    vector = embedder(row.content) if embedder is not None else None
+    memories.insert(conn, memories.NewMemory(
+        id=new_id, content=row.content, content_norm=similarity_norm(row.content),
+        type=row.type, tags=row.tags, namespace=row.namespace, signal=row.signal,
+        confidence=row.confidence, taint=row.taint, source_ref=row.source_ref,
+        source_hash=row.source_hash, created_at=at, update_of=update_of,
+        embedding=vector[0] if vector else None, embedding_model=vector[1] if vector else None,
+    ))
+    if update_of is not None:
+        graph.insert_link(conn, new_id, update_of, "updates", None, at)
+
+    related: list[str] = []
+    contested: list[str] = []
+    for n in neighbours:
+        if len(related) + len(contested) >= LINKS_PER_WRITE:
+            break
+        # Dedup-window pairs always get an edge (that is where the polarity guard fires), even
+        # when the operator set the link threshold above the dedup threshold.
+        if n.similarity < link_threshold and n.similarity < DEDUP_THRESHOLD:
+            continue
+        score = round(n.similarity, 4)
+        if not n.same_polarity:
+            contradict(conn, new_id, n.candidate.id, at, score)
+            contested.append(n.candidate.id)
+            continue
+        graph.insert_link(conn, new_id, n.candidate.id, "related", score, at)
+        graph.insert_link(conn, n.candidate.id, new_id, "related", score, at)
+        _absorb_tags(conn, n.candidate, row.tags, at)
+        related.append(n.candidate.id)
+
+    link_entities(conn, new_id, row.content, row.tags, at)
+    return WriteResult(new_id, "stored", True, row.warnings, tuple(related), tuple(contested),
+                       replaced=update_of)

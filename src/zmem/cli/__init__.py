@@ -1,0 +1,70 @@
+"""The `zmem` command line: a thin click front end over MemoryStore. Library errors become one
+stable stderr line and the exit code their class carries (1 missing, 2 refusal/usage)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from zmem import __version__, config
+from zmem.cli import output
+from zmem.errors import ZMemError
+from zmem.store import MemoryStore
+
+
+class StoreContext:
+    """Opens the store on first use, so `--help` and usage errors never touch the file."""
+
+    def __init__(self, store_path: str | None):
+        self.store_path = store_path
+        self._store: MemoryStore | None = None
+
+    def store(self) -> MemoryStore:
+        if self._store is None:
+            settings = config.load_settings(store_path=self.store_path)
+            for line in settings.warnings:
+                output.warn(line)
+            self._store = MemoryStore.open(settings=settings)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+class ZMemGroup(click.Group):
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except ZMemError as exc:
+            click.echo(f"zmem: error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=ZMemGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
+              help="Store file (default: $ZMEM_STORE, else $ZMEM_DATA/store.sqlite, "
+                   "else ~/.zmem/store.sqlite).")
+@click.version_option(__version__, prog_name="zmem")
+@click.pass_context
+def cli(ctx: click.Context, store_path: str | None) -> None:
+    """ZMem: long-term memory for coding agents, in one local SQLite file.
+
+    Capture lessons, facts, conventions, preferences, decisions and constraints with `add`;
+    revise them append-only with `update`; retire them with `invalidate` (a reason is required)
+    or `supersede`; inspect them with `get`, `list`, `stats`, `links` and `entity-list`.
+
+    Exit codes: 0 success, 1 target missing, 2 usage error or refusal (nothing written).
+    """
+    ctx.obj = StoreContext(store_path)
+    ctx.call_on_close(ctx.obj.close)
+
+
+def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
+    cli.main(args=argv, prog_name=prog_name or Path(sys.argv[0]).name or "zmem")
+
+
+# Registering the commands; imported for their side effect on `cli`.
+from zmem.cli import reads, writes  # noqa: E402,F401

@@ -1,0 +1,101 @@
+"""The only place the CLI prints results: JSON documents for scripts, short aligned text for
+people, and warnings on stderr."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import click
+
+from zmem.models import Memory
+
+PREVIEW_CHARS = 100
+
+
+def emit_json(document: Any) -> None:
+    click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+
+
+def emit(text: str) -> None:
+    click.echo(text)
+
+
+def warn(text: str) -> None:
+    click.echo(f"[zmem] warning: {text}", err=True)
+
+
+def describe_warning(w: Mapping[str, Any]) -> str:
+    kind = w.get("type")
+    if kind == "redacted":
+        return f"redacted {w['count']} secret-like span(s) before storing"
+    if kind == "secret_warning":
+        return (f"{w['count']} secret-like span(s) stored verbatim (capture mode is not auto); "
+                "never keep credentials in the store")
+    if kind == "injection_risk":
+        return ("content is shaped like an instruction to the model "
+                f"({', '.join(w['shapes'])}); tagged prompt-injection-risk")
+    if kind == "source_unreadable":
+        return f"source file {w['path']} cannot be opened; no content hash recorded"
+    return json.dumps(dict(w))
+
+
+def emit_warnings(warnings: Iterable[Mapping[str, Any]]) -> None:
+    for w in warnings:
+        warn(describe_warning(w))
+
+
+def flags(m: Memory, injection: bool, stale: bool) -> list[str]:
+    out = []
+    if not m.live:
+        out.append("SUPERSEDED")
+    if injection:
+        out.append("INJECTION RISK")
+    if m.taint == "untrusted_tool":
+        out.append("UNTRUSTED TOOL")
+    elif m.taint == "untrusted_web":
+        out.append("UNTRUSTED WEB")
+    if stale:
+        out.append("STALE SOURCE")
+    return out
+
+
+def preview(content: str, width: int = PREVIEW_CHARS) -> str:
+    line = " ".join(content.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def memory_line(m: Memory, injection: bool, stale: bool) -> str:
+    marks = "".join(f"[{f}] " for f in flags(m, injection, stale))
+    return (f"{m.id}  {m.type:<10}  {m.namespace}  conf={m.confidence:.2f} "
+            f"trust={m.trust_score:.2f}  {marks}{preview(m.content)}")
+
+
+def stats_text(s: Mapping[str, Any]) -> str:
+    lines = [
+        f"store        {s['store_path']} (schema v{s['schema_version']}, "
+        f"{_size(s['size_bytes'])})",
+        f"memories     {s['live']} live, {s['superseded']} superseded, {s['total']} total",
+        f"             {s['below_recall_floor']} live below the recall floor, "
+        f"{s['injection_risk']} tagged injection risk",
+        f"graph        {s['entities']} entities, {s['links']} links, {s['episodes']} episodes",
+        f"embeddings   {s['embedded']} rows embedded; profile {s['embed_profile']}"
+        f"{'' if s['embedder_available'] else ' (model absent: keyword + entity lanes)'}",
+        f"capture mode {s['capture_mode']}",
+    ]
+    if s["by_namespace"]:
+        lines.append("namespaces   " + ", ".join(f"{k} {v}" for k, v in s["by_namespace"].items()))
+    if s["by_type"]:
+        lines.append("types        " + ", ".join(f"{k} {v}" for k, v in s["by_type"].items()))
+    return "\n".join(lines)
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "size unknown"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"

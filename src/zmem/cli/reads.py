@@ -1,0 +1,149 @@
+"""CLI commands that inspect the store and curate its graph: get, list, stats, links,
+contradict, entity-list, entity-merge."""
+
+from __future__ import annotations
+
+import click
+
+from zmem.capture.source import source_state
+from zmem.cli import cli, output
+from zmem.errors import UsageError
+from zmem.models import ENTITY_KINDS, LINK_RELATIONS, MEMORY_TYPES
+
+
+@cli.command()
+@click.option("--id", "memory_id", required=True, help="Memory id (or an unambiguous prefix).")
+@click.pass_obj
+def get(obj, memory_id):
+    """Show one memory as JSON, with its links, entities and episodes."""
+    output.emit_json(obj.store().describe(memory_id))
+
+
+@cli.command("list")
+@click.option("--namespace", default=None, help="Only this namespace (and its old aliases).")
+@click.option("--type", "type_", type=click.Choice(MEMORY_TYPES), default=None)
+@click.option("--include-superseded", is_flag=True, help="Also show tombstoned history rows.")
+@click.option("--as-of", default=None, help="Point in time (ISO-8601): rows valid then.")
+@click.option("--limit", type=click.IntRange(min=1), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def list_(obj, namespace, type_, include_superseded, as_of, limit, as_json):
+    """List memories, newest first."""
+    store = obj.store()
+    rows = store.list(namespace=namespace, type=type_, include_superseded=include_superseded,
+                      as_of=as_of, limit=limit)
+    if as_json:
+        output.emit_json([m.to_dict() for m in rows])
+        return
+    for m in rows:
+        state = source_state(m.source_ref, m.source_hash)
+        output.emit(output.memory_line(m, store.injection_risk(m), state == "stale"))
+    if not rows:
+        output.emit("no memories" + (f" in {namespace}" if namespace else ""))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def stats(obj, as_json):
+    """Counts: live and total memories, namespaces, types, entities, links."""
+    data = obj.store().stats()
+    if as_json:
+        output.emit_json(data)
+    else:
+        output.emit(output.stats_text(data))
+
+
+@cli.command()
+@click.option("--id", "ids", multiple=True, required=True,
+              help="The memory (list mode), or twice with --add: source then target.")
+@click.option("--add", "add_mode", is_flag=True, help="Insert an edge instead of listing.")
+@click.option("--relation", type=click.Choice(LINK_RELATIONS), default=None)
+@click.option("--score", type=float, default=None)
+@click.option("--reason", default=None, help="Required for contradicts and supports.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def links(obj, ids, add_mode, relation, score, reason, as_json):
+    """List every edge touching a memory, or add one (--add --id A --id B --relation R)."""
+    store = obj.store()
+    if add_mode:
+        if len(ids) != 2 or relation is None:
+            raise UsageError("links --add needs exactly two --id values and --relation")
+        report = store.add_link(ids[0], ids[1], relation, score=score, reason=reason)
+        _link_report(report, as_json)
+        return
+    if len(ids) != 1 or relation or score is not None:
+        raise UsageError("list mode takes exactly one --id (use --add to insert an edge)")
+    memory_id = store.resolve_id(ids[0])
+    edges = store.links(memory_id)
+    if as_json:
+        output.emit_json([e.to_dict(viewpoint=memory_id) for e in edges])
+        return
+    for e in edges:
+        d = e.to_dict(viewpoint=memory_id)
+        score_text = "" if e.score is None else f" score={e.score:.2f}"
+        arrow = "->" if d["direction"] == "out" else "<-"
+        output.emit(f"{arrow} {e.relation:<11} {d['other']}{score_text}")
+    if not edges:
+        output.emit("no links")
+
+
+def _link_report(report, as_json: bool) -> None:
+    if as_json:
+        output.emit_json(report)
+        return
+    state = "added" if report["created"] else "already present (no change)"
+    reason = f" (reason: {report['reason']})" if report["reason"] else ""
+    trust = ", ".join(f"{k} trust={v:.2f}" for k, v in report["trust_score"].items())
+    output.emit(f"{report['relation']} {report['src']} -> {report['dst']}: {state}{reason}; "
+                f"{trust}")
+
+
+@cli.command()
+@click.option("--id", "ids", multiple=True, required=True, help="Give exactly two.")
+@click.option("--reason", default=None, help="Why they conflict (required; echoed only).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def contradict(obj, ids, reason, as_json):
+    """Record that two memories contradict: both stay live, each loses 0.10 trust."""
+    if len(ids) != 2:
+        raise UsageError("contradict needs exactly two --id values")
+    _link_report(obj.store().contradict(ids[0], ids[1], reason), as_json)
+
+
+@cli.command("entity-list")
+@click.option("--kind", type=click.Choice(ENTITY_KINDS), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def entity_list(obj, kind, as_json):
+    """The entities the extractor minted, with aliases and how many memories link to each."""
+    found = obj.store().entities(kind)
+    if as_json:
+        output.emit_json([e.to_dict() for e in found])
+        return
+    for e in found:
+        output.emit(f"{e.id}  {e.kind:<10} {e.name}  aliases: {', '.join(e.aliases)}  "
+                    f"links: {e.links}")
+    if not found:
+        output.emit("no entities")
+
+
+@cli.command("entity-merge")
+@click.option("--from", "source", required=True, help="Entity id to merge away.")
+@click.option("--to", "target", required=True, help="Entity id that survives.")
+@click.option("--confirm", is_flag=True, help="Apply. Without it this is a dry run.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def entity_merge(obj, source, target, confirm, as_json):
+    """Move one entity's aliases and memory links onto another (dry run unless --confirm)."""
+    plan = obj.store().merge_entities(source, target, confirm=confirm)
+    if as_json:
+        output.emit_json(plan.to_dict())
+        return
+    head = "merged" if plan.applied else "would merge (dry run; add --confirm to apply)"
+    output.emit(f"{head}: {plan.source.name} ({plan.source.id}) -> {plan.target.name} "
+                f"({plan.target.id})")
+    output.emit(f"  aliases moved: {', '.join(plan.aliases_moved) or 'none'}")
+    output.emit(f"  memory links moved: {plan.links_moved}; already on target: "
+                f"{plan.link_collisions}")
+    output.emit(f"  {'deleted' if plan.applied else 'would delete'} entity {plan.source.id}")

@@ -1,0 +1,131 @@
+"""CLI commands that write memories: add, update, invalidate, supersede."""
+
+from __future__ import annotations
+
+import click
+
+from zmem.cli import cli, output
+from zmem.config import CAPTURE_MODES
+from zmem.errors import UsageError
+from zmem.models import MEMORY_TYPES, SIGNALS, TAINTS, WriteResult
+
+
+def read_content(value: str) -> str:
+    """`--content -` reads stdin (argv is capped far below 64K on Windows)."""
+    if value != "-":
+        return value
+    text = click.get_text_stream("stdin").read()
+    if text.endswith("\r\n"):
+        return text[:-2]
+    return text[:-1] if text.endswith("\n") else text
+
+
+def _report(result: WriteResult, as_json: bool, include_created_new: bool) -> None:
+    if as_json:
+        output.emit_json(result.to_dict(include_created_new=include_created_new))
+        return
+    output.emit_warnings(result.warnings)
+    if result.result == "stored":
+        line = f"stored {result.id}"
+        if result.replaced:
+            line += f" (replaces {result.replaced})"
+        extras = []
+        if result.related:
+            extras.append(f"linked to {len(result.related)} related")
+        if result.contradicts:
+            extras.append(f"contradicts {', '.join(result.contradicts)}")
+        output.emit(line + (f"; {'; '.join(extras)}" if extras else ""))
+    else:
+        note = f" (replaces {result.replaced})" if result.replaced else ""
+        output.emit(f"deduped {result.id}: refreshed the existing near-identical memory{note}")
+
+
+_TYPE = click.Choice(MEMORY_TYPES)
+_SIGNAL = click.Choice(SIGNALS)
+_TAINT = click.Choice(TAINTS)
+_MODE = click.Choice(CAPTURE_MODES)
+
+
+@cli.command()
+@click.option("--namespace", required=True, help="project:<repo> or user:global.")
+@click.option("--type", "type_", type=_TYPE, required=True, help="What kind of knowledge.")
+@click.option("--content", required=True, help="The knowledge; '-' reads it from stdin.")
+@click.option("--tags", default=None, help="Comma-separated tags (entity:Name links an entity).")
+@click.option("--signal", type=_SIGNAL, default="none", show_default=True,
+              help="External grounding. none = self-opinion (confidence 0.2, below the floor).")
+@click.option("--taint", type=_TAINT, default=None,
+              help="Origin trust. Default: trusted_internal if grounded, else untrusted_tool.")
+@click.option("--source-ref", default=None,
+              help="file:<path> (hashed; flagged [STALE SOURCE] when it changes), "
+                   "session:<id> or db:<table>:<rowid>.")
+@click.option("--capture-mode", type=_MODE, default=None,
+              help="auto redacts secrets; manual/reviewed keep text and warn. "
+                   "Default: $ZMEM_CAPTURE_MODE or manual.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"id", "result", "warnings"}.')
+@click.pass_obj
+def add(obj, namespace, type_, content, tags, signal, taint, source_ref, capture_mode, as_json):
+    """Capture a memory. Near-identical live content in the namespace is refreshed instead of
+    duplicated; a near-identical row of opposite polarity is kept and marked contradicting."""
+    result = obj.store().add(
+        read_content(content), namespace=namespace, type=type_, tags=tags, signal=signal,
+        taint=taint, source_ref=source_ref, capture_mode=capture_mode,
+    )
+    _report(result, as_json, include_created_new=False)
+
+
+@cli.command()
+@click.option("--id", "memory_id", required=True, help="Full id of the live memory to revise.")
+@click.option("--content", required=True, help="The new content; '-' reads it from stdin.")
+@click.option("--namespace", default=None)
+@click.option("--type", "type_", type=_TYPE, default=None)
+@click.option("--tags", default=None, help="Replace the tags (default: inherit).")
+@click.option("--source-ref", default=None)
+@click.option("--confidence", type=float, default=None)
+@click.option("--signal", type=_SIGNAL, default=None)
+@click.option("--taint", type=_TAINT, default=None,
+              help="Can only worsen: the new row keeps the worse of old and given.")
+@click.option("--capture-mode", type=_MODE, default=None)
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"id", "result", "created_new", "warnings"}.')
+@click.pass_obj
+def update(obj, memory_id, content, namespace, type_, tags, source_ref, confidence, signal,
+           taint, capture_mode, as_json):
+    """Revise a memory append-only: a new live row links back via update_of and the old row is
+    tombstoned (still readable with --as-of before now)."""
+    result = obj.store().update(
+        memory_id, read_content(content), namespace=namespace, type=type_, tags=tags,
+        source_ref=source_ref, confidence=confidence, signal=signal, taint=taint,
+        capture_mode=capture_mode,
+    )
+    _report(result, as_json, include_created_new=True)
+
+
+@cli.command()
+@click.option("--id", "memory_id", required=True, help="Full id of the live memory.")
+@click.option("--reason", default=None, help="Why the fact is no longer true (required).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def invalidate(obj, memory_id, reason, as_json):
+    """Record that a fact is no longer true (auditable: the reason is required)."""
+    if reason is None or not reason.strip():
+        raise UsageError("invalidate requires a non-empty --reason")
+    done = obj.store().invalidate(memory_id, reason)
+    _tombstone_report(done, "invalidated", as_json)
+
+
+@cli.command()
+@click.option("--id", "memory_id", required=True, help="Full id of the live memory.")
+@click.option("--reason", default=None, help="Optional reason (default: superseded).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def supersede(obj, memory_id, reason, as_json):
+    """Tombstone a memory (a general retirement; use invalidate for facts that became false)."""
+    done = obj.store().supersede(memory_id, reason)
+    _tombstone_report(done, "superseded", as_json)
+
+
+def _tombstone_report(done, verb: str, as_json: bool) -> None:
+    if as_json:
+        output.emit_json(done.to_dict())
+    else:
+        output.emit(f"{verb} {done.id} at {done.superseded_at}: {done.reason}")

@@ -1,0 +1,214 @@
+"""Every ZMEM_* knob the spec names, resolved once into a frozen Settings, plus the one clock.
+`now()` re-reads ZMEM_TEST_NOW on every call because harnesses move the clock between calls
+inside one process."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from zmem.errors import ConfigError, UsageError
+
+CAPTURE_MODES = ("manual", "reviewed", "auto")
+# Profiles this build can name. "minilm" is the operator default; when its runtime is absent the
+# store runs model-absent (fail-open), exactly as the spec requires of a missing embedding runtime.
+EMBED_PROFILES = ("minilm", "fake")
+
+DEFAULT_DATA_DIR = "~/.zmem"
+STORE_FILENAME = "store.sqlite"
+
+# One canonical timestamp shape: fixed-width microseconds and a Z, so lexical order in SQL equals
+# chronological order and --as-of comparisons can stay plain string comparisons.
+_TS_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+@dataclass(frozen=True)
+class Settings:
+    store_path: Path
+    data_dir: Path
+    capture_mode: str = "manual"
+    embed_profile: str = "minilm"
+    allow_newer_schema: bool = False
+    link_threshold: float = 0.75
+    inject_floor_prompt: float = 0.25
+    inject_floor_recent: float = 0.5
+    inject_floor_gate_none: float = 0.4
+    inject_token_budget: int = 1500
+    ctx_budget: int = 8000
+    mmr_lambda: float = 0.7
+    unfold_top_k: int = 3
+    unfold_max_hops: int = 3
+    unfold_budget: int = 4
+    query_context: bool = True
+    cross_encoder: bool = False
+    cross_encoder_model: str | None = None
+    backup_dir: Path | None = None
+    backup_interval_days: float = 1.0
+    consolidate_min_interval_days: float = 7.0
+    consolidate_growth_threshold: float = 0.20
+    keeper_compress_chars: int = 4000
+    organize_episode_bound: int = 256
+    organize_idle_hours: float = 0.0
+    unrecalled_days: float = 30.0
+    sentinel_sweep_days: float = 7.0
+    nli_cmd: str | None = None
+    mcp_token: str | None = field(default=None, repr=False)
+    mcp_token_file: Path | None = None
+    ns_migration_map: str | None = None
+    # Values that could not be parsed fall back to their default; the reason is kept here so a
+    # front end can say so once instead of failing a hook over a typo.
+    warnings: tuple[str, ...] = ()
+
+
+class _Reader:
+    def __init__(self, env: Mapping[str, str]):
+        self.env = env
+        self.warnings: list[str] = []
+
+    def raw(self, name: str) -> str | None:
+        value = self.env.get(name)
+        if value is None or value.strip() == "":
+            return None
+        return value.strip()
+
+    def number(self, name: str, default: float, lo: float | None = None, hi: float | None = None,
+               integer: bool = False) -> float:
+        raw = self.raw(name)
+        if raw is None:
+            return default
+        try:
+            value = int(raw) if integer else float(raw)
+        except ValueError:
+            self.warnings.append(f"{name}={raw!r} is not a number; using {default}")
+            return default
+        if not math.isfinite(value):
+            self.warnings.append(f"{name}={raw!r} is not finite; using {default}")
+            return default
+        # The spec clamps these knobs rather than refusing them.
+        if lo is not None and value < lo:
+            value = lo
+        if hi is not None and value > hi:
+            value = hi
+        return value
+
+    def flag(self, name: str, default: bool) -> bool:
+        raw = self.raw(name)
+        if raw is None:
+            return default
+        lowered = raw.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        self.warnings.append(f"{name}={raw!r} is not a boolean; using {int(default)}")
+        return default
+
+
+def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    raw = env.get("ZMEM_DATA", "").strip()
+    return Path(raw or DEFAULT_DATA_DIR).expanduser()
+
+
+def load_settings(env: Mapping[str, str] | None = None, store_path: str | Path | None = None
+                  ) -> Settings:
+    """Resolve the environment into Settings. Raises ConfigError for values that would change what
+    gets written (capture mode, embedding profile): guessing there is worse than refusing."""
+    env = os.environ if env is None else env
+    r = _Reader(env)
+    data_dir = default_data_dir(env)
+    if store_path is None:
+        store_raw = r.raw("ZMEM_STORE")
+        store = Path(store_raw).expanduser() if store_raw else data_dir / STORE_FILENAME
+    else:
+        store = Path(store_path).expanduser()
+
+    capture_mode = (r.raw("ZMEM_CAPTURE_MODE") or "manual").lower()
+    if capture_mode not in CAPTURE_MODES:
+        raise ConfigError(
+            f"ZMEM_CAPTURE_MODE={env.get('ZMEM_CAPTURE_MODE')!r} is not one of "
+            f"{', '.join(CAPTURE_MODES)}"
+        )
+    profile = (r.raw("ZMEM_EMBED_PROFILE") or "minilm").lower()
+    if profile not in EMBED_PROFILES:
+        raise ConfigError(
+            f"ZMEM_EMBED_PROFILE={env.get('ZMEM_EMBED_PROFILE')!r} is not a known profile "
+            f"({', '.join(EMBED_PROFILES)})"
+        )
+    compress = int(r.number("ZMEM_KEEPER_COMPRESS_CHARS", 4000, integer=True))
+    backup_dir = r.raw("ZMEM_BACKUP_DIR")
+    token_file = r.raw("ZMEM_MCP_TOKEN_FILE")
+    return Settings(
+        store_path=store,
+        data_dir=data_dir,
+        capture_mode=capture_mode,
+        embed_profile=profile,
+        allow_newer_schema=r.flag("ZMEM_ALLOW_NEWER_SCHEMA", False),
+        link_threshold=r.number("ZMEM_LINK_THRESHOLD", 0.75, 0.0, 1.0),
+        inject_floor_prompt=r.number("ZMEM_INJECT_FLOOR_PROMPT", 0.25, 0.0, 1.0),
+        inject_floor_recent=r.number("ZMEM_INJECT_FLOOR_RECENT", 0.5, 0.0, 1.0),
+        inject_floor_gate_none=r.number("ZMEM_INJECT_FLOOR_GATE_NONE", 0.4, 0.0, 1.0),
+        inject_token_budget=int(r.number("ZMEM_INJECT_TOKEN_BUDGET", 1500, 0, integer=True)),
+        ctx_budget=int(r.number("ZMEM_CTX_BUDGET", 8000, 0, integer=True)),
+        mmr_lambda=r.number("ZMEM_MMR_LAMBDA", 0.7, 0.0, 1.0),
+        unfold_top_k=int(r.number("ZMEM_UNFOLD_TOP_K", 3, 1, 10, integer=True)),
+        unfold_max_hops=int(r.number("ZMEM_UNFOLD_MAX_HOPS", 3, 1, 10, integer=True)),
+        unfold_budget=int(r.number("ZMEM_UNFOLD_BUDGET", 4, 1, 20, integer=True)),
+        query_context=r.flag("ZMEM_QUERY_CONTEXT", True),
+        cross_encoder=r.flag("ZMEM_CROSS_ENCODER", False),
+        cross_encoder_model=r.raw("ZMEM_CROSS_ENCODER_MODEL"),
+        backup_dir=Path(backup_dir).expanduser() if backup_dir else None,
+        backup_interval_days=r.number("ZMEM_BACKUP_INTERVAL_DAYS", 1.0, 0.0),
+        consolidate_min_interval_days=r.number("ZMEM_CONSOLIDATE_MIN_INTERVAL_DAYS", 7.0, 0.0),
+        consolidate_growth_threshold=r.number("ZMEM_CONSOLIDATE_GROWTH_THRESHOLD", 0.20, 0.0),
+        # A cap, not a switch: 0 or negative degrades to the default.
+        keeper_compress_chars=compress if compress > 0 else 4000,
+        organize_episode_bound=int(r.number("ZMEM_ORGANIZE_EPISODE_BOUND", 256, 0, integer=True)),
+        organize_idle_hours=r.number("ZMEM_ORGANIZE_IDLE_HOURS", 0.0, 0.0),
+        unrecalled_days=r.number("ZMEM_UNRECALLED_DAYS", 30.0, 0.0),
+        sentinel_sweep_days=r.number("ZMEM_SENTINEL_SWEEP_DAYS", 7.0, 0.0),
+        nli_cmd=r.raw("ZMEM_NLI_CMD"),
+        mcp_token=r.raw("ZMEM_MCP_TOKEN"),
+        mcp_token_file=Path(token_file).expanduser() if token_file else None,
+        ns_migration_map=r.raw("ZMEM_NS_MIGRATION_MAP"),
+        warnings=tuple(r.warnings),
+    )
+
+
+def parse_instant(text: str) -> datetime:
+    """Parse an ISO-8601 instant (date-only, naive, Z or offset) into an aware UTC datetime."""
+    raw = text.strip()
+    try:
+        parsed = datetime.fromisoformat(raw)
+    except ValueError:
+        raise UsageError(f"not an ISO-8601 timestamp: {text!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def format_instant(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime(_TS_FORMAT)
+
+
+def normalize_instant(text: str) -> str:
+    """User-supplied timestamp → the canonical stored shape (for --as-of comparisons)."""
+    return format_instant(parse_instant(text))
+
+
+def now() -> datetime:
+    pinned = os.environ.get("ZMEM_TEST_NOW", "").strip()
+    if pinned:
+        try:
+            return parse_instant(pinned)
+        except UsageError:
+            raise ConfigError(f"ZMEM_TEST_NOW={pinned!r} is not an ISO-8601 timestamp") from None
+    return datetime.now(UTC)
+
+
+def now_iso() -> str:
+    return format_instant(now())

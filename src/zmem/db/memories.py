@@ -1,0 +1,284 @@
+"""SQL over the memory table: insert, fetch, tombstone, counters, and the candidate queries the
+write path's dedup and linking use."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from zmem.db.fts import or_query
+from zmem.models import Memory
+
+_COLUMNS = (
+    "rid, id, content, type, tags, namespace, signal, confidence, taint, trust_score, "
+    "source_ref, source_hash, ingestion_ts, refreshed_at, valid_from, valid_until, "
+    "superseded_at, supersede_reason, update_of, merged_from, retrieval_count, last_retrieved, "
+    "surfaced_count, last_surfaced, applied_count, violated_count, embedding_model, embedded_at, "
+    "embedding IS NOT NULL"
+)
+
+
+def split_tags(raw: str) -> tuple[str, ...]:
+    return tuple(t for t in raw.split(",") if t)
+
+
+def join_tags(tags: Iterable[str]) -> str:
+    return ",".join(tags)
+
+
+def _row_to_memory(row: Sequence[Any]) -> Memory:
+    (rid, id_, content, type_, tags, namespace, signal, confidence, taint, trust, source_ref,
+     source_hash, ingestion_ts, refreshed_at, valid_from, valid_until, superseded_at,
+     supersede_reason, update_of, merged_from, retrieval_count, last_retrieved, surfaced_count,
+     last_surfaced, applied, violated, embedding_model, embedded_at, has_embedding) = row
+    return Memory(
+        id=id_, content=content, type=type_, tags=split_tags(tags), namespace=namespace,
+        signal=signal, confidence=confidence, taint=taint, trust_score=trust,
+        source_ref=source_ref, source_hash=source_hash, ingestion_ts=ingestion_ts,
+        refreshed_at=refreshed_at, valid_from=valid_from, valid_until=valid_until,
+        superseded_at=superseded_at, supersede_reason=supersede_reason, update_of=update_of,
+        merged_from=tuple(json.loads(merged_from or "[]")), retrieval_count=retrieval_count,
+        last_retrieved=last_retrieved, surfaced_count=surfaced_count,
+        last_surfaced=last_surfaced, applied_count=applied, violated_count=violated,
+        embedding_model=embedding_model, embedded_at=embedded_at,
+        has_embedding=bool(has_embedding), rowid=rid,
+    )
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    id: str
+    content: str
+    content_norm: str
+    type: str
+    tags: tuple[str, ...]
+    namespace: str
+    signal: str
+    confidence: float
+    taint: str
+    source_ref: str | None
+    source_hash: str | None
+    created_at: str
+    update_of: str | None = None
+    embedding: bytes | None = None
+    embedding_model: str | None = None
+
+
+def insert(conn: apsw.Connection, m: NewMemory) -> None:
+    conn.execute(
+        "INSERT INTO memory (id, content, content_norm, type, tags, namespace, signal, "
+        "confidence, taint, source_ref, source_hash, ingestion_ts, valid_from, update_of, "
+        "embedding, embedding_model, embedded_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (m.id, m.content, m.content_norm, m.type, join_tags(m.tags), m.namespace, m.signal,
+         m.confidence, m.taint, m.source_ref, m.source_hash, m.created_at, m.created_at,
+         m.update_of, m.embedding, m.embedding_model,
+         m.created_at if m.embedding is not None else None),
+    )
+
+
+def get(conn: apsw.Connection, memory_id: str) -> Memory | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM memory WHERE id = ?", (memory_id,)).fetchone()
+    return _row_to_memory(row) if row else None
+
+
+def get_many(conn: apsw.Connection, ids: Sequence[str]) -> list[Memory]:
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM memory WHERE id IN ({marks})", tuple(ids))
+    by_id = {m.id: m for m in map(_row_to_memory, rows)}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def ids_with_prefix(conn: apsw.Connection, prefix: str, limit: int = 10) -> list[str]:
+    # Range scan on the unique index instead of LIKE, which would not use it.
+    upper = prefix + "\uffff"
+    rows = conn.execute(
+        "SELECT id FROM memory WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+        (prefix, upper, limit),
+    )
+    return [r[0] for r in rows]
+
+
+def count(conn: apsw.Connection) -> int:
+    return conn.execute("SELECT count(*) FROM memory").fetchone()[0]
+
+
+def _validity_clause(as_of: str | None, include_superseded: bool) -> tuple[str, list[Any]]:
+    if as_of is not None:
+        # valid_from inclusive, valid_until exclusive, empty valid_until = never expires.
+        return "valid_from <= ? AND (valid_until IS NULL OR valid_until > ?)", [as_of, as_of]
+    if include_superseded:
+        return "1", []
+    return "superseded_at IS NULL", []
+
+
+def list_memories(conn: apsw.Connection, namespaces: Sequence[str] | None = None,
+                  type_: str | None = None, as_of: str | None = None,
+                  include_superseded: bool = False, limit: int | None = None) -> list[Memory]:
+    where, params = _validity_clause(as_of, include_superseded)
+    clauses = [where]
+    if namespaces:
+        clauses.append(f"namespace IN ({','.join('?' * len(namespaces))})")
+        params.extend(namespaces)
+    if type_:
+        clauses.append("type = ?")
+        params.append(type_)
+    sql = f"SELECT {_COLUMNS} FROM memory WHERE {' AND '.join(clauses)} ORDER BY rid DESC"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return [_row_to_memory(r) for r in conn.execute(sql, params)]
+
+
+def term_document_counts(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, int]:
+    """How many indexed rows contain each term (0 for unseen terms)."""
+    counts = dict.fromkeys(terms, 0)
+    if not terms:
+        return counts
+    marks = ",".join("?" * len(terms))
+    for term, doc in conn.execute(
+        f"SELECT term, doc FROM memory_vocab WHERE term IN ({marks})", tuple(terms)
+    ):
+        counts[term] = doc
+    return counts
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str
+    content: str
+    content_norm: str
+    tags: tuple[str, ...]
+    taint: str
+    confidence: float
+    signal: str
+    trust_score: float
+
+
+def similar_candidates(conn: apsw.Connection, terms: Sequence[str], namespace: str,
+                       exclude: Sequence[str] = (), limit: int = 64) -> list[Candidate]:
+    """Live rows of one namespace that contain at least one of `terms`, best BM25 first."""
+    match = or_query(terms)
+    if match is None:
+        return []
+    params: list[Any] = [match, namespace]
+    extra = ""
+    if exclude:
+        extra = f" AND m.id NOT IN ({','.join('?' * len(exclude))})"
+        params.extend(exclude)
+    params.append(limit)
+    rows = conn.execute(
+        "SELECT m.id, m.content, m.content_norm, m.tags, m.taint, m.confidence, m.signal, "
+        "m.trust_score FROM memory_fts JOIN memory m ON m.rid = memory_fts.rowid "
+        "WHERE memory_fts MATCH ? AND m.namespace = ? AND m.superseded_at IS NULL"
+        f"{extra} ORDER BY memory_fts.rank LIMIT ?",
+        params,
+    )
+    return [
+        Candidate(id_, content, norm or "", split_tags(tags), taint, conf, signal, trust)
+        for id_, content, norm, tags, taint, conf, signal, trust in rows
+    ]
+
+
+def refresh(conn: apsw.Connection, memory_id: str, *, tags: Sequence[str], taint: str,
+            confidence: float, signal: str, trust_score: float, at: str) -> None:
+    conn.execute(
+        "UPDATE memory SET tags = ?, taint = ?, confidence = ?, signal = ?, trust_score = ?, "
+        "refreshed_at = ? WHERE id = ?",
+        (join_tags(tags), taint, confidence, signal, trust_score, at, memory_id),
+    )
+
+
+def set_tags(conn: apsw.Connection, memory_id: str, tags: Sequence[str]) -> None:
+    conn.execute("UPDATE memory SET tags = ? WHERE id = ?", (join_tags(tags), memory_id))
+
+
+def add_trust(conn: apsw.Connection, memory_id: str, delta: float) -> None:
+    # Rounded in SQL so repeated ±0.05/0.10 events do not accumulate float residue.
+    conn.execute(
+        "UPDATE memory SET trust_score = round(max(0.0, min(1.0, trust_score + ?)), 6) "
+        "WHERE id = ?",
+        (delta, memory_id),
+    )
+
+
+def tombstone(conn: apsw.Connection, memory_id: str, at: str, reason: str) -> bool:
+    """Tombstone a live row; False when the row is missing or already tombstoned."""
+    conn.execute(
+        "UPDATE memory SET superseded_at = ?, valid_until = ?, supersede_reason = ? "
+        "WHERE id = ? AND superseded_at IS NULL",
+        (at, at, reason, memory_id),
+    )
+    return conn.changes() == 1
+
+
+def successor_of(conn: apsw.Connection, memory_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT id FROM memory WHERE update_of = ? ORDER BY rid DESC LIMIT 1", (memory_id,)
+    ).fetchone()
+    return row[0] if row else None
+
+
+def bump_retrieved(conn: apsw.Connection, ids: Sequence[str], at: str) -> None:
+    conn.executemany(
+        "UPDATE memory SET retrieval_count = retrieval_count + 1, last_retrieved = ? "
+        "WHERE id = ?",
+        [(at, i) for i in ids],
+    )
+
+
+def record_surfaced(conn: apsw.Connection, ids: Sequence[str], at: str) -> None:
+    conn.executemany(
+        "UPDATE memory SET surfaced_count = surfaced_count + 1, last_surfaced = ? WHERE id = ?",
+        [(at, i) for i in ids],
+    )
+
+
+def namespace_aliases(conn: apsw.Connection, namespace: str) -> list[str]:
+    """The namespace plus every old key that migrated to it (v5 aliases)."""
+    rows = conn.execute("SELECT alias FROM namespace_alias WHERE namespace = ?", (namespace,))
+    return [namespace, *(r[0] for r in rows if r[0] != namespace)]
+
+
+def stats(conn: apsw.Connection, floor: float, injection_tag: str) -> dict[str, Any]:
+    total, live = conn.execute(
+        "SELECT count(*), count(*) FILTER (WHERE superseded_at IS NULL) FROM memory"
+    ).fetchone()
+    by_ns = dict(conn.execute(
+        "SELECT namespace, count(*) FROM memory WHERE superseded_at IS NULL "
+        "GROUP BY namespace ORDER BY count(*) DESC, namespace"
+    ))
+    by_type = dict(conn.execute(
+        "SELECT type, count(*) FROM memory WHERE superseded_at IS NULL GROUP BY type ORDER BY type"
+    ))
+    by_taint = dict(conn.execute(
+        "SELECT taint, count(*) FROM memory WHERE superseded_at IS NULL "
+        "GROUP BY taint ORDER BY taint"
+    ))
+    below_floor, injection, embedded = conn.execute(
+        "SELECT count(*) FILTER (WHERE confidence < ?), "
+        "count(*) FILTER (WHERE ',' || tags || ',' LIKE ?), "
+        "count(*) FILTER (WHERE embedding IS NOT NULL) "
+        "FROM memory WHERE superseded_at IS NULL",
+        (floor, f"%,{injection_tag},%"),
+    ).fetchone()
+    return {
+        "total": total,
+        "live": live,
+        "superseded": total - live,
+        "by_namespace": by_ns,
+        "by_type": by_type,
+        "by_taint": by_taint,
+        "below_recall_floor": below_floor,
+        "injection_risk": injection,
+        "embedded": embedded,
+        "entities": conn.execute("SELECT count(*) FROM entity").fetchone()[0],
+        "links": conn.execute("SELECT count(*) FROM memory_link").fetchone()[0],
+        "episodes": conn.execute("SELECT count(*) FROM episode").fetchone()[0],
+    }

@@ -1,0 +1,124 @@
+"""Schema history: named, ordered, append-only migrations, each applied in its own transaction.
+Opening a store runs whatever it lacks; a store newer than this client is refused unless it is
+within the forward-compatible ceiling (additive-only releases) or the operator overrides."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+
+import apsw
+
+from zmem.db.connect import transaction
+from zmem.errors import SchemaError
+from zmem.tokens import similarity_norm
+
+SCHEMA_VERSION = 13
+# The newest schema this client may keep using: a maintenance release may raise it to an
+# additive-only newer schema (new side tables, no memory changes).
+FORWARD_COMPAT_SCHEMA_VERSION = 13
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+    # Data steps SQL cannot express (tokenising text, normalising JSON), run in the same
+    # transaction right after the SQL.
+    step: Callable[[apsw.Connection], None] | None = None
+
+
+def _backfill_content_norm(conn: apsw.Connection) -> None:
+    rows = list(conn.execute("SELECT rid, content FROM memory WHERE content_norm IS NULL"))
+    conn.executemany(
+        "UPDATE memory SET content_norm = ? WHERE rid = ?",
+        [(similarity_norm(content), rid) for rid, content in rows],
+    )
+
+
+def _normalise_merged_from(conn: apsw.Connection) -> None:
+    # merged_from is a de-duplicated, first-seen-order id list; older rows may repeat ids.
+    rows = list(conn.execute("SELECT rid, merged_from FROM memory WHERE merged_from <> '[]'"))
+    for rid, raw in rows:
+        try:
+            ids = json.loads(raw)
+        except ValueError:
+            ids = [part.strip() for part in raw.split(",") if part.strip()]
+        if not isinstance(ids, list):
+            ids = [ids]
+        clean = list(dict.fromkeys(str(i) for i in ids))
+        conn.execute("UPDATE memory SET merged_from = ? WHERE rid = ?", (json.dumps(clean), rid))
+
+
+_STEPS: dict[int, Callable[[apsw.Connection], None]] = {
+    8: _backfill_content_norm,
+    11: _normalise_merged_from,
+}
+
+_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+def load_migrations() -> list[Migration]:
+    folder = resources.files("zmem.db") / "migrations"
+    found: list[Migration] = []
+    for entry in folder.iterdir():
+        match = _FILE.match(entry.name)
+        if not match:
+            continue
+        version = int(match.group(1))
+        found.append(Migration(version, match.group(2), entry.read_text("utf-8"),
+                               _STEPS.get(version)))
+    found.sort(key=lambda m: m.version)
+    versions = [m.version for m in found]
+    if versions != list(range(1, len(found) + 1)) or versions[-1] != SCHEMA_VERSION:
+        raise SchemaError(f"migration files are not numbered 1..{SCHEMA_VERSION}: {versions}")
+    return found
+
+
+def schema_version(conn: apsw.Connection) -> int:
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'"
+    ).fetchone()
+    if not has_meta:
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: apsw.Connection, allow_newer: bool = False,
+            notice: Callable[[int], None] | None = None) -> int:
+    """Bring the store to SCHEMA_VERSION; returns the version the store is at afterwards.
+
+    Each migration re-reads the version inside its own write transaction, so two processes
+    opening a fresh store at once apply every step exactly once."""
+    current = schema_version(conn)
+    if current > SCHEMA_VERSION:
+        if current <= FORWARD_COMPAT_SCHEMA_VERSION or allow_newer:
+            if notice is not None:
+                notice(current)
+            return current
+        raise SchemaError(
+            f"store schema v{current} is newer than this zmem supports (v{SCHEMA_VERSION}); "
+            "update zmem, or set ZMEM_ALLOW_NEWER_SCHEMA=1 to use it at your own risk"
+        )
+    if current == SCHEMA_VERSION:
+        return current
+    for migration in load_migrations():
+        if migration.version <= current:
+            continue
+        with transaction(conn):
+            if schema_version(conn) >= migration.version:
+                continue
+            conn.execute(migration.sql)
+            if migration.step is not None:
+                migration.step(conn)
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(migration.version),),
+            )
+    return schema_version(conn)

@@ -1,0 +1,2 @@
+-- v2: tombstones say why.
+ALTER TABLE memory ADD COLUMN supersede_reason TEXT;

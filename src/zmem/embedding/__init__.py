@@ -1,0 +1,1 @@
+"""Embedding profiles: which model turns text into vectors, resolved from ZMEM_EMBED_PROFILE."""

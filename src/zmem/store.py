@@ -1,0 +1,373 @@
+"""MemoryStore: the one front door to a store file. Every front end (CLI, hooks, MCP, Hermes)
+calls these methods; they validate, open the write transaction, and delegate the write path to
+capture and all SQL to db."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from zmem import config
+from zmem.capture import policy, writer
+from zmem.capture.injection import is_injection_risk
+from zmem.capture.source import source_state
+from zmem.config import Settings
+from zmem.db import graph, memories
+from zmem.db.connect import connect, read_snapshot, transaction
+from zmem.db.migrate import SCHEMA_VERSION, migrate
+from zmem.embedding.profiles import load_embedder
+from zmem.errors import NotFound, Refusal, UsageError
+from zmem.models import (
+    INJECTION_TAG,
+    LINK_RELATIONS,
+    SYMMETRIC_RELATIONS,
+    TRUST_CORROBORATION_DELTA,
+    Entity,
+    Link,
+    Memory,
+    MergePlan,
+    TombstoneResult,
+    WriteResult,
+    worst_taint,
+)
+
+MIN_ID_PREFIX = 4
+
+
+def _require_reason(reason: str | None, what: str) -> str:
+    if reason is None or not reason.strip():
+        raise UsageError(f"{what} requires a non-empty --reason")
+    return reason.strip()
+
+
+class MemoryStore:
+    """A connection to one store file, migrated to the current schema on open."""
+
+    def __init__(self, conn: apsw.Connection, settings: Settings, schema_version: int):
+        self._conn = conn
+        self.settings = settings
+        self.path = settings.store_path
+        self.schema_version = schema_version
+        self._embedder = load_embedder(settings.embed_profile)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path | None = None, *, settings: Settings | None = None
+             ) -> MemoryStore:
+        """Open (creating and migrating as needed) the store at `path`, else ZMEM_STORE, else
+        <ZMEM_DATA>/store.sqlite."""
+        if settings is None:
+            settings = config.load_settings(store_path=path)
+        elif path is not None:
+            settings = dataclasses.replace(settings, store_path=Path(path).expanduser())
+        conn = connect(settings.store_path)
+        try:
+            version = migrate(conn, settings.allow_newer_schema,
+                              lambda v: _notice_newer_schema(settings, v))
+            store = cls(conn, settings, version)
+            store._run_pending_backfills()
+        except BaseException:
+            conn.close()
+            raise
+        return store
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run_pending_backfills(self) -> None:
+        # Rows written before v10 have no entity links; derive them once, on the first open.
+        if graph.get_meta(self._conn, "backfill:entities") is None:
+            return
+        with transaction(self._conn):
+            if graph.get_meta(self._conn, "backfill:entities") is None:
+                return
+            at = config.now_iso()
+            for m in memories.list_memories(self._conn):
+                if not graph.entities_of(self._conn, m.id):
+                    writer.link_entities(self._conn, m.id, m.content, m.tags, at)
+            graph.delete_meta(self._conn, "backfill:entities")
+
+    # ---- writes ----------------------------------------------------------------------------
+
+    def add(self, content: str, *, namespace: str, type: str, tags: str | Iterable[str] | None = None,
+            signal: str = "none", taint: str | None = None, source_ref: str | None = None,
+            confidence: float | None = None, capture_mode: str | None = None) -> WriteResult:
+        row = policy.prepare(
+            content, namespace=namespace, type=type, tags=tags, signal=signal, taint=taint,
+            source_ref=source_ref, confidence=confidence,
+            capture_mode=capture_mode or self.settings.capture_mode,
+        )
+        with transaction(self._conn):
+            return writer.write(self._conn, row, at=config.now_iso(),
+                                link_threshold=self.settings.link_threshold,
+                                embedder=self._embedder)
+
+    def update(self, memory_id: str, content: str, *, namespace: str | None = None,
+               type: str | None = None, tags: str | Iterable[str] | None = None,
+               source_ref: str | None = None, confidence: float | None = None,
+               signal: str | None = None, taint: str | None = None,
+               capture_mode: str | None = None) -> WriteResult:
+        """Append-only revision: a new live row linked by update_of; the target is tombstoned
+        (reason 'updated'), never mutated. Unknown or tombstoned targets are refused."""
+        target = memories.get(self._conn, memory_id)
+        if target is None:
+            raise Refusal(f"cannot update {memory_id}: no such memory")
+        if not target.live:
+            raise Refusal(f"cannot update {memory_id}: it was superseded at {target.superseded_at}")
+        new_signal = signal or target.signal
+        if confidence is None and signal is None:
+            confidence = target.confidence
+        row = policy.prepare(
+            content,
+            namespace=namespace or target.namespace,
+            type=type or target.type,
+            tags=target.tags if tags is None else tags,
+            signal=new_signal,
+            taint=worst_taint(target.taint, taint) if taint else target.taint,
+            source_ref=target.source_ref if source_ref is None else source_ref,
+            confidence=confidence,
+            capture_mode=capture_mode or self.settings.capture_mode,
+        )
+        with transaction(self._conn):
+            at = config.now_iso()
+            # Re-checked under the write lock: another session may have tombstoned it.
+            if not memories.tombstone(self._conn, target.id, at, "updated"):
+                raise Refusal(f"cannot update {memory_id}: it was superseded concurrently")
+            return writer.write(self._conn, row, at=at,
+                                link_threshold=self.settings.link_threshold,
+                                embedder=self._embedder, update_of=target.id,
+                                exclude=(target.id,))
+
+    def invalidate(self, memory_id: str, reason: str | None) -> TombstoneResult:
+        """Record that a fact is no longer true. The reason is required so it is auditable."""
+        return self._tombstone(memory_id, _require_reason(reason, "invalidate"))
+
+    def supersede(self, memory_id: str, reason: str | None = None) -> TombstoneResult:
+        text = reason.strip() if reason and reason.strip() else "superseded"
+        return self._tombstone(memory_id, text)
+
+    def _tombstone(self, memory_id: str, reason: str) -> TombstoneResult:
+        with transaction(self._conn):
+            at = config.now_iso()
+            if memories.tombstone(self._conn, memory_id, at, reason):
+                return TombstoneResult(memory_id, at, reason)
+            existing = memories.get(self._conn, memory_id)
+        if existing is None:
+            raise NotFound(f"no memory with id {memory_id}")
+        # Write-once: moving valid_until forward would falsify point-in-time history.
+        raise Refusal(f"memory {memory_id} is already tombstoned (at {existing.superseded_at})")
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def resolve_id(self, id_or_prefix: str) -> str:
+        """A full id, or an unambiguous prefix of one (reads only; writes take full ids)."""
+        key = id_or_prefix.strip()
+        if memories.get(self._conn, key) is not None:
+            return key
+        if len(key) >= MIN_ID_PREFIX:
+            found = memories.ids_with_prefix(self._conn, key, limit=2)
+            if len(found) == 1:
+                return found[0]
+            if len(found) > 1:
+                raise UsageError(f"id prefix {key!r} is ambiguous; give more characters")
+        raise NotFound(f"no memory with id {id_or_prefix}")
+
+    def get(self, memory_id: str) -> Memory:
+        found = memories.get(self._conn, self.resolve_id(memory_id))
+        assert found is not None
+        return found
+
+    def describe(self, memory_id: str) -> dict[str, Any]:
+        """Everything `get` shows: the row, its links, entities, episodes and derived flags."""
+        with read_snapshot(self._conn):
+            m = self.get(memory_id)
+            links = graph.links_of(self._conn, m.id)
+            entities = graph.entities_of(self._conn, m.id)
+            episodes = graph.episodes_of(self._conn, m.id)
+            successor = None if m.live else memories.successor_of(self._conn, m.id)
+        state = source_state(m.source_ref, m.source_hash)
+        if state == "unreadable":
+            print(f"[zmem] warning: source {m.source_ref} cannot be opened", file=sys.stderr)
+        out = m.to_dict()
+        out.update(
+            injection_risk=self.injection_risk(m),
+            source_state=state,
+            stale_source=state == "stale",
+            effective_confidence=self.effective_confidence(m, state),
+            successor_id=successor,
+            links=[link.to_dict(viewpoint=m.id) for link in links],
+            entities=[e.card() for e in entities],
+            episodes=[e.to_dict() for e in episodes],
+        )
+        return out
+
+    @staticmethod
+    def injection_risk(m: Memory) -> bool:
+        # Re-classified at read time: a row stored before a pattern existed is still caught.
+        return INJECTION_TAG in m.tags or is_injection_risk(m.content)
+
+    @staticmethod
+    def effective_confidence(m: Memory, state: str | None = None) -> float:
+        """Confidence after the [STALE SOURCE] halving for a file: source that changed."""
+        if state is None:
+            state = source_state(m.source_ref, m.source_hash)
+        return m.confidence / 2 if state == "stale" else m.confidence
+
+    def namespace_set(self, namespace: str) -> list[str]:
+        return memories.namespace_aliases(self._conn, namespace)
+
+    def list(self, *, namespace: str | None = None, type: str | None = None,
+             include_superseded: bool = False, as_of: str | None = None,
+             limit: int | None = None) -> list[Memory]:
+        """Newest first. as_of is a point-in-time read (rows valid at that instant)."""
+        instant = config.normalize_instant(as_of) if as_of else None
+        if limit is not None and limit < 1:
+            raise UsageError("limit must be at least 1")
+        spaces = self.namespace_set(namespace) if namespace else None
+        return memories.list_memories(self._conn, spaces, type, instant, include_superseded,
+                                      limit)
+
+    def stats(self) -> dict[str, Any]:
+        with read_snapshot(self._conn):
+            out = memories.stats(self._conn, self.settings.inject_floor_prompt, INJECTION_TAG)
+        out["schema_version"] = self.schema_version
+        out["store_path"] = str(self.path)
+        try:
+            out["size_bytes"] = self.path.stat().st_size
+        except OSError:
+            out["size_bytes"] = None
+        out["capture_mode"] = self.settings.capture_mode
+        out["embed_profile"] = self.settings.embed_profile
+        out["embedder_available"] = self._embedder is not None
+        return out
+
+    # ---- telemetry (the recall surfaces call these) ------------------------------------------
+
+    def bump_retrieved(self, ids: Sequence[str]) -> None:
+        """Explicit reads: evidence the memory was useful."""
+        if ids:
+            with transaction(self._conn):
+                memories.bump_retrieved(self._conn, ids, config.now_iso())
+
+    def record_surfaced(self, ids: Sequence[str]) -> None:
+        """Passive surfaces (hooks, --no-bump): counted apart from retrievals."""
+        if ids:
+            with transaction(self._conn):
+                memories.record_surfaced(self._conn, ids, config.now_iso())
+
+    # ---- links -----------------------------------------------------------------------------
+
+    def links(self, memory_id: str) -> list[Link]:
+        return graph.links_of(self._conn, self.resolve_id(memory_id))
+
+    def _link_pair(self, a: str, b: str) -> tuple[Memory, Memory]:
+        first, second = memories.get(self._conn, a), memories.get(self._conn, b)
+        for key, found in ((a, first), (b, second)):
+            if found is None:
+                raise NotFound(f"no memory with id {key}")
+        assert first is not None and second is not None
+        if first.id == second.id:
+            raise Refusal("a memory cannot be linked to itself")
+        if first.namespace != second.namespace:
+            raise Refusal(
+                f"cannot link across namespaces ({first.namespace} vs {second.namespace})"
+            )
+        return first, second
+
+    def add_link(self, a: str, b: str, relation: str, *, score: float | None = None,
+                 reason: str | None = None) -> dict[str, Any]:
+        """Operator-curated edge. Symmetric relations go both ways; contradicts/supports move
+        trust, so they need a reason (validated and echoed, not persisted)."""
+        if relation not in LINK_RELATIONS:
+            raise UsageError(f"relation {relation!r} is not one of: {', '.join(LINK_RELATIONS)}")
+        if relation in ("contradicts", "supports"):
+            reason = _require_reason(reason, f"a {relation} link")
+        if score is not None:
+            score = policy.validate_confidence(score)
+        with transaction(self._conn):
+            first, second = self._link_pair(a, b)
+            at = config.now_iso()
+            if relation == "contradicts":
+                created = writer.contradict(self._conn, first.id, second.id, at, score)
+            else:
+                created = graph.insert_link(self._conn, first.id, second.id, relation, score, at)
+                if relation in SYMMETRIC_RELATIONS:
+                    created = graph.insert_link(
+                        self._conn, second.id, first.id, relation, score, at) or created
+                if relation == "supports" and created:
+                    memories.add_trust(self._conn, first.id, TRUST_CORROBORATION_DELTA)
+                    memories.add_trust(self._conn, second.id, TRUST_CORROBORATION_DELTA)
+            return self._link_report(first.id, second.id, relation, created, reason)
+
+    def contradict(self, a: str, b: str, reason: str | None) -> dict[str, Any]:
+        """Record a contradiction: both rows stay live, each loses 0.10 trust (once)."""
+        return self.add_link(a, b, "contradicts", reason=_require_reason(reason, "contradict"))
+
+    def _link_report(self, a: str, b: str, relation: str, created: bool, reason: str | None
+                     ) -> dict[str, Any]:
+        trust = {m.id: m.trust_score for m in memories.get_many(self._conn, [a, b])}
+        return {"src": a, "dst": b, "relation": relation, "created": created,
+                "reason": reason, "trust_score": trust}
+
+    # ---- entities --------------------------------------------------------------------------
+
+    def entities(self, kind: str | None = None) -> list[Entity]:
+        return graph.list_entities(self._conn, kind)
+
+    def merge_entities(self, source_id: str, target_id: str, *, confirm: bool = False
+                       ) -> MergePlan:
+        """Plan (and with confirm, apply) moving one entity's aliases and links onto another.
+        Nothing ever merges entities automatically."""
+        if source_id == target_id:
+            raise Refusal("--from and --to are the same entity")
+        with transaction(self._conn):
+            source = graph.get_entity(self._conn, source_id)
+            target = graph.get_entity(self._conn, target_id)
+            for key, found in ((source_id, source), (target_id, target)):
+                if found is None:
+                    raise Refusal(f"no entity with id {key}")
+            assert source is not None and target is not None
+            if source.kind != target.kind:
+                raise Refusal(
+                    f"entity kinds differ ({source.kind} vs {target.kind}); merging would "
+                    "re-classify history"
+                )
+            source_links = graph.entity_memory_ids(self._conn, source.id)
+            target_links = graph.entity_memory_ids(self._conn, target.id)
+            collisions = len(source_links & target_links)
+            if confirm:
+                graph.merge_entity(self._conn, source.id, target.id)
+            return MergePlan(
+                source=source, target=target, aliases_moved=source.aliases,
+                alias_collisions=(), links_moved=len(source_links) - collisions,
+                link_collisions=collisions, applied=confirm,
+            )
+
+
+def _notice_newer_schema(settings: Settings, version: int) -> None:
+    """One NOTICE per newer schema version per data dir, not one per command."""
+    marker = settings.data_dir / f".notice-schema-v{version}"
+    if marker.exists():
+        return
+    print(
+        f"[zmem] NOTICE: store schema v{version} is newer than this client (v{SCHEMA_VERSION}); "
+        "it stays usable, but update zmem soon",
+        file=sys.stderr,
+    )
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass

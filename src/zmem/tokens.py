@@ -1,0 +1,79 @@
+"""Word tokens as SQLite's FTS5 unicode61 tokenizer (remove_diacritics 2) sees them, shared by the
+write path (dedup, linking) and the read path (query building). Keeping one tokenizer is what
+lets a set-similarity filter be expressed as an FTS query without losing candidates."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# unicode61 treats letters, numbers and private-use characters as token characters and
+# everything else (including "_") as a separator.
+_WORD = re.compile(r"[^\W_]+")
+
+# Words too common to discriminate. In an FTS5 OR query at 1M rows they cost ~10x (perf-limits),
+# and in a Jaccard comparison they inflate similarity between unrelated sentences.
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself of off on once only or other our ours ourselves out over own same
+    she should so some such than that the their theirs them themselves then there these they this
+    those through to too under until up very was we were what when where which while who whom why
+    will with would you your yours yourself yourselves s t
+    """.split()
+)
+
+
+def fold(text: str) -> str:
+    """Casefold and strip diacritics the way remove_diacritics=2 does (é → e)."""
+    # lower(), not casefold(): unicode61 keeps "ß" as one token where casefold makes "ss".
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def words(text: str) -> list[str]:
+    """Every token in order, folded; duplicates kept."""
+    return _WORD.findall(fold(text))
+
+
+def content_tokens(text: str) -> frozenset[str]:
+    """The distinct non-stop-word tokens: the unit of Jaccard similarity."""
+    return frozenset(w for w in words(text) if w not in STOP_WORDS)
+
+
+# Words that flip or assert the polarity of a lesson. They are excluded from similarity so that
+# "always X" and "never X" compare as twins, which the dedup polarity guard then keeps apart.
+# Contractions arrive split by the tokenizer ("don't" → "don", "t"), so their stems are listed.
+NEGATIONS = frozenset(
+    """
+    not no never none nothing nobody nowhere neither nor without cannot cant
+    don doesn didn isn aren wasn weren won wouldn shouldn couldn mustn hasn haven hadn
+    avoid avoids avoided stop stops forbid forbidden prohibit prohibited disallow disallowed
+    disable disabled
+    """.split()
+)
+AFFIRMATIONS = frozenset("always must should do does enable enabled allow allowed".split())
+POLARITY_WORDS = NEGATIONS | AFFIRMATIONS
+
+
+def similarity_tokens(text: str) -> frozenset[str]:
+    """Content tokens without polarity words: what dedup and linking compare."""
+    return content_tokens(text) - POLARITY_WORDS
+
+
+def similarity_norm(text: str) -> str:
+    """The stored form of similarity_tokens (memory.content_norm): sorted, space-joined."""
+    return " ".join(sorted(similarity_tokens(text)))
+
+
+def number_tokens(tokens: frozenset[str]) -> frozenset[str]:
+    return frozenset(t for t in tokens if any(ch.isdigit() for ch in t))
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a and not b:
+        return 1.0
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0

@@ -1,0 +1,74 @@
+"""Shared fixtures: every test gets its own store and data dir through ZMEM_STORE/ZMEM_DATA,
+and no ZMEM_* setting from the developer's shell leaks in."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import apsw
+import pytest
+from click.testing import CliRunner
+
+from zmem import MemoryStore
+from zmem.cli import cli
+
+COUNTED_TABLES = ("memory", "memory_link", "entity", "entity_alias", "memory_entity", "episode",
+                  "episode_memory", "meta")
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for key in list(os.environ):
+        if key.startswith("ZMEM_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("ZMEM_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("ZMEM_STORE", str(tmp_path / "store.sqlite"))
+    return tmp_path
+
+
+@pytest.fixture
+def store_path(isolated_env: Path) -> Path:
+    return isolated_env / "store.sqlite"
+
+
+@pytest.fixture
+def store(store_path: Path):
+    with MemoryStore.open(store_path) as s:
+        yield s
+
+
+def table_counts(path: Path) -> dict[str, int]:
+    """Row counts of every table, plus the stored content, for 'nothing was written' checks."""
+    conn = apsw.Connection(str(path))
+    try:
+        out = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in COUNTED_TABLES}
+        out["state"] = hash(tuple(conn.execute(
+            "SELECT id, content, tags, superseded_at, valid_until, trust_score, refreshed_at "
+            "FROM memory ORDER BY rid"
+        )))
+        return out
+    finally:
+        conn.close()
+
+
+class Cli:
+    """Runs the real click entry point in-process, the way a user would type it."""
+
+    def __init__(self) -> None:
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str, input: str | None = None):
+        return self.runner.invoke(cli, list(args), input=input, catch_exceptions=False)
+
+
+@pytest.fixture
+def run_cli() -> Cli:
+    return Cli()
+
+
+def add_row(store: MemoryStore, content: str, **kw):
+    kw.setdefault("namespace", "project:t")
+    kw.setdefault("type", "lesson")
+    kw.setdefault("signal", "test")
+    return store.add(content, **kw)

@@ -1,0 +1,152 @@
+"""Schema v13 and its migrations: a fresh store equals the expected schema, a v1 store upgrades
+cleanly, migrating twice is a no-op, closed enums are enforced by CHECK constraints, and a store
+newer than this client is refused unless within the ceiling or overridden."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import apsw
+import pytest
+
+from zmem import MemoryStore
+from zmem.db import migrate as migrate_mod
+from zmem.db.connect import connect
+from zmem.db.migrate import SCHEMA_VERSION, load_migrations, migrate, schema_version
+from zmem.errors import SchemaError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EXPECTED = FIXTURES / "schema_v13.sql"
+
+
+def schema_dump(conn: apsw.Connection) -> str:
+    rows = conn.execute(
+        "SELECT type, name, tbl_name, sql FROM sqlite_schema "
+        "WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
+    )
+    return "\n".join(f"-- {t} {n} on {tbl}\n{sql};" for t, n, tbl, sql in rows if sql) + "\n"
+
+
+def test_fresh_schema_equals_expected(store_path):
+    with MemoryStore.open(store_path) as store:
+        assert store.schema_version == SCHEMA_VERSION == 13
+        actual = schema_dump(store._conn)
+    if os.environ.get("REGENERATE_SCHEMA_SNAPSHOT") == "1":  # deliberate schema change: review diff
+        EXPECTED.write_text(actual)
+    assert actual == EXPECTED.read_text()
+
+
+def test_migrations_are_named_and_ordered():
+    found = load_migrations()
+    assert [m.version for m in found] == list(range(1, SCHEMA_VERSION + 1))
+    assert all(m.name and m.sql.strip() for m in found)
+
+
+def _v1_store(path: Path) -> None:
+    conn = apsw.Connection(str(path))
+    conn.execute((FIXTURES / "store_v1.sql").read_text())
+    conn.close()
+
+
+def test_v1_fixture_upgrades_cleanly(store_path):
+    _v1_store(store_path)
+    with MemoryStore.open(store_path) as store:
+        assert store.schema_version == 13
+        live = store.get("11111111-1111-4111-8111-111111111111")
+        assert live.content.startswith("Run `pytest -x`")
+        assert live.valid_from == "2025-01-10T08:00:00.000000Z"  # backfilled from ingestion_ts
+        assert live.valid_until is None and live.taint == "trusted_internal"
+        assert live.trust_score == 1.0 and live.retrieval_count == 3
+        old = store.get("22222222-2222-4222-8222-222222222222")
+        assert old.valid_until == old.superseded_at == "2025-03-01T08:00:00.000000Z"
+        opinion = store.get("33333333-3333-4333-8333-333333333333")
+        assert opinion.taint == "untrusted_tool"  # signal none was agent self-opinion
+        # Entity links were derived on first open for pre-v10 rows.
+        names = {e["name"] for e in store.describe(live.id)["entities"]}
+        assert "ripgrep" in names
+        # The upgraded store has exactly the fresh schema.
+        upgraded = schema_dump(store._conn)
+        # FTS still finds old rows and the new write path dedups against them.
+        again = store.add("Run `pytest -x` before pushing; search with rg instead of grep.",
+                          namespace="project:legacy", type="lesson", signal="test")
+        assert again.result == "deduped" and again.id == live.id
+    assert upgraded == EXPECTED.read_text()
+
+
+def test_migrating_twice_is_a_noop(store_path):
+    MemoryStore.open(store_path).close()
+    conn = connect(store_path)
+    before = schema_dump(conn), list(conn.execute("SELECT * FROM meta ORDER BY key"))
+    assert migrate(conn) == SCHEMA_VERSION
+    after = schema_dump(conn), list(conn.execute("SELECT * FROM meta ORDER BY key"))
+    conn.close()
+    assert before == after
+
+
+@pytest.mark.parametrize("column,value", [
+    ("type", "episode"), ("signal", "vibes"), ("taint", "semi_trusted"), ("confidence", 1.5),
+    ("trust_score", -0.1),
+])
+def test_check_constraints_reject_values_outside_closed_enums(store, column, value):
+    r = store.add("Use rg for search", namespace="project:t", type="fact", signal="test")
+    with pytest.raises(apsw.ConstraintError):
+        store._conn.execute(f"UPDATE memory SET {column} = ? WHERE id = ?", (value, r.id))
+
+
+def test_tombstone_write_once_is_enforced_by_the_schema(store):
+    r = store.add("Use rg for search", namespace="project:t", type="fact", signal="test")
+    store.supersede(r.id)
+    with pytest.raises(apsw.ConstraintError, match="write-once"):
+        store._conn.execute("UPDATE memory SET valid_until = '2099-01-01' WHERE id = ?", (r.id,))
+
+
+def _stamp(path: Path, version: int) -> None:
+    MemoryStore.open(path).close()
+    conn = apsw.Connection(str(path))
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+    conn.close()
+
+
+def test_newer_schema_above_ceiling_is_refused(store_path):
+    _stamp(store_path, SCHEMA_VERSION + 1)
+    with pytest.raises(SchemaError, match="ZMEM_ALLOW_NEWER_SCHEMA=1"):
+        MemoryStore.open(store_path)
+
+
+def test_newer_schema_override(store_path, monkeypatch, capsys):
+    _stamp(store_path, SCHEMA_VERSION + 1)
+    monkeypatch.setenv("ZMEM_ALLOW_NEWER_SCHEMA", "1")
+    with MemoryStore.open(store_path) as store:
+        assert store.schema_version == SCHEMA_VERSION + 1
+        store.add("Still usable", namespace="project:t", type="fact", signal="test")
+    assert "NOTICE" in capsys.readouterr().err
+
+
+def test_forward_compatible_schema_prints_the_notice_once(store_path, monkeypatch, capsys):
+    _stamp(store_path, SCHEMA_VERSION + 1)
+    monkeypatch.setattr(migrate_mod, "FORWARD_COMPAT_SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    MemoryStore.open(store_path).close()
+    first = capsys.readouterr().err
+    MemoryStore.open(store_path).close()
+    second = capsys.readouterr().err
+    assert first.count("NOTICE") == 1 and f"v{SCHEMA_VERSION + 1}" in first
+    assert "NOTICE" not in second
+
+
+def test_concurrent_first_open_migrates_once(store_path):
+    code = (
+        "import sys; from zmem import MemoryStore\n"
+        "s = MemoryStore.open(sys.argv[1]); print(s.schema_version); s.close()\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(store_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert all(o.strip() == str(SCHEMA_VERSION) for o, _ in outs)
+    conn = apsw.Connection(str(store_path))
+    assert schema_version(conn) == SCHEMA_VERSION
+    conn.close()
