@@ -13,8 +13,16 @@ from click.testing import CliRunner
 from zmem import MemoryStore
 from zmem.cli import cli
 
-COUNTED_TABLES = ("memory", "memory_link", "entity", "entity_alias", "memory_entity", "episode",
-                  "episode_memory", "meta")
+COUNTED_TABLES = (
+    "memory",
+    "memory_link",
+    "entity",
+    "entity_alias",
+    "memory_entity",
+    "episode",
+    "episode_memory",
+    "meta",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -43,10 +51,14 @@ def table_counts(path: Path) -> dict[str, int]:
     conn = apsw.Connection(str(path))
     try:
         out = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in COUNTED_TABLES}
-        out["state"] = hash(tuple(conn.execute(
-            "SELECT id, content, tags, superseded_at, valid_until, trust_score, refreshed_at "
-            "FROM memory ORDER BY rid"
-        )))
+        out["state"] = hash(
+            tuple(
+                conn.execute(
+                    "SELECT id, content, tags, superseded_at, valid_until, trust_score, "
+                    "refreshed_at FROM memory ORDER BY rid"
+                )
+            )
+        )
         return out
     finally:
         conn.close()

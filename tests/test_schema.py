@@ -70,8 +70,12 @@ def test_v1_fixture_upgrades_cleanly(store_path):
         # The upgraded store has exactly the fresh schema.
         upgraded = schema_dump(store._conn)
         # FTS still finds old rows and the new write path dedups against them.
-        again = store.add("Run `pytest -x` before pushing; search with rg instead of grep.",
-                          namespace="project:legacy", type="lesson", signal="test")
+        again = store.add(
+            "Run `pytest -x` before pushing; search with rg instead of grep.",
+            namespace="project:legacy",
+            type="lesson",
+            signal="test",
+        )
         assert again.result == "deduped" and again.id == live.id
     assert upgraded == EXPECTED.read_text()
 
@@ -86,10 +90,16 @@ def test_migrating_twice_is_a_noop(store_path):
     assert before == after
 
 
-@pytest.mark.parametrize("column,value", [
-    ("type", "episode"), ("signal", "vibes"), ("taint", "semi_trusted"), ("confidence", 1.5),
-    ("trust_score", -0.1),
-])
+@pytest.mark.parametrize(
+    "column,value",
+    [
+        ("type", "episode"),
+        ("signal", "vibes"),
+        ("taint", "semi_trusted"),
+        ("confidence", 1.5),
+        ("trust_score", -0.1),
+    ],
+)
 def test_check_constraints_reject_values_outside_closed_enums(store, column, value):
     r = store.add("Use rg for search", namespace="project:t", type="fact", signal="test")
     with pytest.raises(apsw.ConstraintError):
@@ -141,9 +151,15 @@ def test_concurrent_first_open_migrates_once(store_path):
         "import sys; from zmem import MemoryStore\n"
         "s = MemoryStore.open(sys.argv[1]); print(s.schema_version); s.close()\n"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(store_path)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(store_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     outs = [p.communicate(timeout=60) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     assert all(o.strip() == str(SCHEMA_VERSION) for o, _ in outs)

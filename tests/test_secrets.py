@@ -70,11 +70,11 @@ def test_detects_and_redacts_each_kind(kind: str, secret: str, template: str) ->
 
 
 def test_every_kind_has_a_positive_example() -> None:
-    kinds = {
-        "github_token", "openai_key", "aws_access_key", "aws_secret_key", "private_key",
-        "bearer_token", "slack_token", "google_api_key", "stripe_key", "jwt", "npm_token",
-        "url_credentials", "password_assignment", "anthropic_key",
-    }
+    kinds = set(
+        "github_token openai_key aws_access_key aws_secret_key private_key bearer_token"
+        " slack_token google_api_key stripe_key jwt npm_token url_credentials"
+        " password_assignment anthropic_key".split()
+    )
     assert {k for k, _, _ in POSITIVES} == kinds
 
 
@@ -196,15 +196,14 @@ def test_adversarial_64k_inputs_complete(text: str) -> None:
     find_secrets(text)
 
 
-_FRAGMENTS = st.sampled_from(
-    [
-        "password=", "token: ", 'api_key = "', '"', "'", "Bearer ", "Authorization: Bearer ",
-        "https://u:", "@host", "ghp_", "sk-", "sk-ant-", "AKIA", "xoxb-", "AIza", "npm_",
-        "eyJ", ".", "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----",
-        "aws_secret_access_key=", "sk_live_", "[REDACTED:jwt]", " ", "\n", "_", "-", "/",
-        body(8), body(20), body(36), "A" * 16, "1234567890", "Ab1/" * 10,
-    ]
-)
+# Pieces that half-form secrets, so random concatenations probe boundaries between kinds.
+_PIECES = (
+    'password=|token: |api_key = "|"|\'|Bearer |Authorization: Bearer |https://u:|@host|ghp_'
+    "|sk-|sk-ant-|AKIA|xoxb-|AIza|npm_|eyJ|.|-----BEGIN RSA PRIVATE KEY-----"
+    "|-----END RSA PRIVATE KEY-----|aws_secret_access_key=|sk_live_|[REDACTED:jwt]| |\n|_|-|/"
+    "|:|=|$|{|}|(|[|]|#|,|@|://|1234567890"
+).split("|")
+_FRAGMENTS = st.sampled_from([*_PIECES, body(8), body(20), body(36), "A" * 16, "Ab1/" * 10])
 _MIXED = st.lists(st.one_of(_FRAGMENTS, st.text(max_size=12)), max_size=30).map("".join)
 
 

@@ -75,8 +75,14 @@ class _Reader:
             return None
         return value.strip()
 
-    def number(self, name: str, default: float, lo: float | None = None, hi: float | None = None,
-               integer: bool = False) -> float:
+    def number(
+        self,
+        name: str,
+        default: float,
+        lo: float | None = None,
+        hi: float | None = None,
+        integer: bool = False,
+    ) -> float:
         raw = self.raw(name)
         if raw is None:
             return default
@@ -114,8 +120,9 @@ def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(raw or DEFAULT_DATA_DIR).expanduser()
 
 
-def load_settings(env: Mapping[str, str] | None = None, store_path: str | Path | None = None
-                  ) -> Settings:
+def load_settings(
+    env: Mapping[str, str] | None = None, store_path: str | Path | None = None
+) -> Settings:
     """Resolve the environment into Settings. Raises ConfigError for values that would change what
     gets written (capture mode, embedding profile): guessing there is worse than refusing."""
     env = os.environ if env is None else env

@@ -58,8 +58,9 @@ class MemoryStore:
     # ---- lifecycle -------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path | None = None, *, settings: Settings | None = None
-             ) -> MemoryStore:
+    def open(
+        cls, path: str | Path | None = None, *, settings: Settings | None = None
+    ) -> MemoryStore:
         """Open (creating and migrating as needed) the store at `path`, else ZMEM_STORE, else
         <ZMEM_DATA>/store.sqlite."""
         if settings is None:
@@ -68,8 +69,9 @@ class MemoryStore:
             settings = dataclasses.replace(settings, store_path=Path(path).expanduser())
         conn = connect(settings.store_path)
         try:
-            version = migrate(conn, settings.allow_newer_schema,
-                              lambda v: _notice_newer_schema(settings, v))
+            version = migrate(
+                conn, settings.allow_newer_schema, lambda v: _notice_newer_schema(settings, v)
+            )
             store = cls(conn, settings, version)
             store._run_pending_backfills()
         except BaseException:
@@ -101,24 +103,53 @@ class MemoryStore:
 
     # ---- writes ----------------------------------------------------------------------------
 
-    def add(self, content: str, *, namespace: str, type: str, tags: str | Iterable[str] | None = None,
-            signal: str = "none", taint: str | None = None, source_ref: str | None = None,
-            confidence: float | None = None, capture_mode: str | None = None) -> WriteResult:
+    def add(
+        self,
+        content: str,
+        *,
+        namespace: str,
+        type: str,
+        tags: str | Iterable[str] | None = None,
+        signal: str = "none",
+        taint: str | None = None,
+        source_ref: str | None = None,
+        confidence: float | None = None,
+        capture_mode: str | None = None,
+    ) -> WriteResult:
         row = policy.prepare(
-            content, namespace=namespace, type=type, tags=tags, signal=signal, taint=taint,
-            source_ref=source_ref, confidence=confidence,
+            content,
+            namespace=namespace,
+            type=type,
+            tags=tags,
+            signal=signal,
+            taint=taint,
+            source_ref=source_ref,
+            confidence=confidence,
             capture_mode=capture_mode or self.settings.capture_mode,
         )
         with transaction(self._conn):
-            return writer.write(self._conn, row, at=config.now_iso(),
-                                link_threshold=self.settings.link_threshold,
-                                embedder=self._embedder)
+            return writer.write(
+                self._conn,
+                row,
+                at=config.now_iso(),
+                link_threshold=self.settings.link_threshold,
+                embedder=self._embedder,
+            )
 
-    def update(self, memory_id: str, content: str, *, namespace: str | None = None,
-               type: str | None = None, tags: str | Iterable[str] | None = None,
-               source_ref: str | None = None, confidence: float | None = None,
-               signal: str | None = None, taint: str | None = None,
-               capture_mode: str | None = None) -> WriteResult:
+    def update(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        namespace: str | None = None,
+        type: str | None = None,
+        tags: str | Iterable[str] | None = None,
+        source_ref: str | None = None,
+        confidence: float | None = None,
+        signal: str | None = None,
+        taint: str | None = None,
+        capture_mode: str | None = None,
+    ) -> WriteResult:
         """Append-only revision: a new live row linked by update_of; the target is tombstoned
         (reason 'updated'), never mutated. Unknown or tombstoned targets are refused."""
         target = memories.get(self._conn, memory_id)
@@ -145,10 +176,15 @@ class MemoryStore:
             # Re-checked under the write lock: another session may have tombstoned it.
             if not memories.tombstone(self._conn, target.id, at, "updated"):
                 raise Refusal(f"cannot update {memory_id}: it was superseded concurrently")
-            return writer.write(self._conn, row, at=at,
-                                link_threshold=self.settings.link_threshold,
-                                embedder=self._embedder, update_of=target.id,
-                                exclude=(target.id,))
+            return writer.write(
+                self._conn,
+                row,
+                at=at,
+                link_threshold=self.settings.link_threshold,
+                embedder=self._embedder,
+                update_of=target.id,
+                exclude=(target.id,),
+            )
 
     def invalidate(self, memory_id: str, reason: str | None) -> TombstoneResult:
         """Record that a fact is no longer true. The reason is required so it is auditable."""
@@ -228,16 +264,21 @@ class MemoryStore:
     def namespace_set(self, namespace: str) -> list[str]:
         return memories.namespace_aliases(self._conn, namespace)
 
-    def list(self, *, namespace: str | None = None, type: str | None = None,
-             include_superseded: bool = False, as_of: str | None = None,
-             limit: int | None = None) -> list[Memory]:
+    def list(
+        self,
+        *,
+        namespace: str | None = None,
+        type: str | None = None,
+        include_superseded: bool = False,
+        as_of: str | None = None,
+        limit: int | None = None,
+    ) -> list[Memory]:
         """Newest first. as_of is a point-in-time read (rows valid at that instant)."""
         instant = config.normalize_instant(as_of) if as_of else None
         if limit is not None and limit < 1:
             raise UsageError("limit must be at least 1")
         spaces = self.namespace_set(namespace) if namespace else None
-        return memories.list_memories(self._conn, spaces, type, instant, include_superseded,
-                                      limit)
+        return memories.list_memories(self._conn, spaces, type, instant, include_superseded, limit)
 
     def stats(self) -> dict[str, Any]:
         with read_snapshot(self._conn):
@@ -286,8 +327,15 @@ class MemoryStore:
             )
         return first, second
 
-    def add_link(self, a: str, b: str, relation: str, *, score: float | None = None,
-                 reason: str | None = None) -> dict[str, Any]:
+    def add_link(
+        self,
+        a: str,
+        b: str,
+        relation: str,
+        *,
+        score: float | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
         """Operator-curated edge. Symmetric relations go both ways; contradicts/supports move
         trust, so they need a reason (validated and echoed, not persisted)."""
         if relation not in LINK_RELATIONS:
@@ -304,8 +352,10 @@ class MemoryStore:
             else:
                 created = graph.insert_link(self._conn, first.id, second.id, relation, score, at)
                 if relation in SYMMETRIC_RELATIONS:
-                    created = graph.insert_link(
-                        self._conn, second.id, first.id, relation, score, at) or created
+                    created = (
+                        graph.insert_link(self._conn, second.id, first.id, relation, score, at)
+                        or created
+                    )
                 if relation == "supports" and created:
                     memories.add_trust(self._conn, first.id, TRUST_CORROBORATION_DELTA)
                     memories.add_trust(self._conn, second.id, TRUST_CORROBORATION_DELTA)
@@ -315,19 +365,25 @@ class MemoryStore:
         """Record a contradiction: both rows stay live, each loses 0.10 trust (once)."""
         return self.add_link(a, b, "contradicts", reason=_require_reason(reason, "contradict"))
 
-    def _link_report(self, a: str, b: str, relation: str, created: bool, reason: str | None
-                     ) -> dict[str, Any]:
+    def _link_report(
+        self, a: str, b: str, relation: str, created: bool, reason: str | None
+    ) -> dict[str, Any]:
         trust = {m.id: m.trust_score for m in memories.get_many(self._conn, [a, b])}
-        return {"src": a, "dst": b, "relation": relation, "created": created,
-                "reason": reason, "trust_score": trust}
+        return {
+            "src": a,
+            "dst": b,
+            "relation": relation,
+            "created": created,
+            "reason": reason,
+            "trust_score": trust,
+        }
 
     # ---- entities --------------------------------------------------------------------------
 
     def entities(self, kind: str | None = None) -> list[Entity]:
         return graph.list_entities(self._conn, kind)
 
-    def merge_entities(self, source_id: str, target_id: str, *, confirm: bool = False
-                       ) -> MergePlan:
+    def merge_entities(self, source_id: str, target_id: str, *, confirm: bool = False) -> MergePlan:
         """Plan (and with confirm, apply) moving one entity's aliases and links onto another.
         Nothing ever merges entities automatically."""
         if source_id == target_id:
@@ -350,9 +406,13 @@ class MemoryStore:
             if confirm:
                 graph.merge_entity(self._conn, source.id, target.id)
             return MergePlan(
-                source=source, target=target, aliases_moved=source.aliases,
-                alias_collisions=(), links_moved=len(source_links) - collisions,
-                link_collisions=collisions, applied=confirm,
+                source=source,
+                target=target,
+                aliases_moved=source.aliases,
+                alias_collisions=(),
+                links_moved=len(source_links) - collisions,
+                link_collisions=collisions,
+                applied=confirm,
             )
 
 

@@ -42,7 +42,7 @@ class _Cue:
     """Context that must accompany an ambiguous (English-word or very short) tool name."""
 
     cap: bool  # a capitalised mid-sentence form ("written in Go") counts
-    ver: bool  # a following dotted version ("node 20.11") counts
+    ver: bool  # a following dotted version ("go 1.22") counts
     arg: bool  # a following path/file argument ("black src/", "vim ~/.vimrc") counts
     english: bool  # an ordinary English word: never a standalone query token
     strong: frozenset[str]  # next words that never follow the English word ("pip install")
@@ -67,7 +67,7 @@ black = cap arg en | formatter formatting reformatted reformats config | | impor
 click = cap en | library framework decorator decorators | | import
 react = cap ver en | component components hook hooks app apps router query context props jsx \
     element elements devtools
-node = ver arg en | repl runtime
+node = arg en | repl runtime
 vim = cap arg | keybindings bindings mode plugin plugins config motions macros | | in open opened
 helm = cap en | install upgrade chart charts template templates repo rollback uninstall lint \
     values release releases dependency package
@@ -85,59 +85,49 @@ apt = en | install update upgrade remove purge search list
 """
 
 
-def _parse_cues() -> dict[str, _Cue]:
-    cues: dict[str, _Cue] = {}
-    for line in _CUE_TABLE.strip().splitlines():
-        alias, _, rest = line.partition("=")
-        flags, strong, weak, before = ([*rest.split("|"), "", ""])[:4]
-        f = flags.split()
-        cues[alias.strip()] = _Cue(
-            "cap" in f, "ver" in f, "arg" in f, "en" in f,
-            frozenset(strong.split()), frozenset(weak.split()), frozenset(before.split()),
-        )  # fmt: skip
-    return cues
+def _table(text: str) -> dict[str, list[frozenset[str]]]:
+    """Parse "name = words | words | ..." lines (backslash-newline continues a line)."""
+    rows = (line.partition("=") for line in text.strip().splitlines())
+    return {
+        k.strip(): [frozenset(f.split()) for f in v.split("|")] + [frozenset()] * 3
+        for k, _, v in rows
+    }
 
 
-_CUES = _parse_cues()
-_RUN_WORDS = frozenset(
-    "run ran runs running rerun invoke invokes invoked invoking via execute executes executed "
-    "executing install installs installed installing".split()
-)
-# Before a weak follower, these make the pair read as English ("we should go test it").
-_VETO = frozenset(
-    "to let's lets i we you they he she it will would should could can might must may gonna "
-    "wanna please not don't dont didn't then and i'll we'll you'll".split()
-)
-# After a weak follower, these (or a clause end / argument) make "make test" read as a command.
-_CLAUSE = frozenset(
-    "before after first again fails failed passes passed succeeds succeeded locally target "
-    "targets command output is was now instead still runs works to".split()
-)
-_STOP = frozenset(
-    "a an the and or but if then else of to in on at by for with without from into onto over "
-    "under about as is are was were be been being do does did doing done have has had having i "
-    "me my we our you your he she it its they them their this that these those what which who "
-    "whom whose when where why how can could should would will shall may might must not no yes "
-    "so than too very just also only any all some each every there here up down out off again "
-    "once more most other such own same few both use using used get got want need like what's "
-    "don't doesn't isn't can't won't i'm it's let's that's there's".split()
-)
-_KNOWN_DIRS = frozenset(
-    "src lib libs tests specs docs scripts bin cmd pkg internal apps packages crates vendor dist "
-    "etc usr var opt tmp node_modules site-packages fixtures migrations benchmarks examples utils "
-    "assets templates".split()
-)
-_ROOT_DIRS = frozenset("etc tmp usr var opt home dev proc bin sbin lib mnt srv root sys".split())
-_KNOWN_FILES = frozenset(
-    "makefile dockerfile containerfile justfile procfile gemfile rakefile vagrantfile jenkinsfile "
-    "go.mod go.sum .gitignore .gitattributes .gitmodules .env .envrc .bashrc .zshrc .profile "
-    ".bash_profile .vimrc .editorconfig .npmrc .nvmrc .python-version .tool-versions "
-    ".dockerignore .prettierrc .eslintrc .pylintrc .flake8 .coveragerc".split()
-)
-_EXTS = frozenset(
-    "py pyi ipynb ts tsx js jsx mjs cjs rs go toml yaml yml json jsonl md rst txt sh bash zsh sql "
-    "lock cfg ini env c h cpp hpp java kt rb php cs swift html css scss xml csv proto tf".split()
-)
+_CUES = {
+    alias: _Cue("cap" in f, "ver" in f, "arg" in f, "en" in f, strong, weak, before)
+    for alias, (f, strong, weak, before, *_) in _table(_CUE_TABLE).items()
+}
+# run: previous words that make any ambiguous name a command ("run black", "via make").
+# veto: before a weak follower these make the pair read as English ("we should go test it").
+# clause: after a weak follower these (or a clause end / an argument) make "make test" a command.
+_W = {
+    name: sets[0]
+    for name, sets in _table("""
+run = run ran runs running rerun invoke invokes invoked invoking via execute executes executed \
+    executing install installs installed installing
+veto = to let's lets i we you they he she it will would should could can might must may gonna \
+    wanna please not don't dont didn't then and i'll we'll you'll
+clause = before after first again fails failed passes passed succeeds succeeded locally target \
+    targets command output is was now instead still runs works to
+stop = a an the and or but if then of to in on at by for with without from into over about as \
+    is are was were be been do does did have has had i me my we our you your he she it its they \
+    them their this that these those what which who when where why how can could should would \
+    will may might must not no yes so than too very just also only any all some each every there \
+    here up out again more most other such same both use using used get want need like what's \
+    don't doesn't isn't can't won't i'm it's let's that's
+dirs = src lib libs tests specs docs scripts bin cmd pkg internal apps packages crates vendor \
+    dist etc usr var opt tmp node_modules site-packages fixtures migrations benchmarks examples \
+    utils assets templates
+root = etc tmp usr var opt home dev proc bin sbin lib mnt srv root sys
+files = makefile dockerfile containerfile justfile procfile gemfile rakefile vagrantfile \
+    jenkinsfile go.mod go.sum .gitignore .gitattributes .gitmodules .env .envrc .bashrc .zshrc \
+    .profile .bash_profile .vimrc .editorconfig .npmrc .nvmrc .python-version .tool-versions \
+    .dockerignore .prettierrc .eslintrc .pylintrc .flake8 .coveragerc
+exts = py pyi ipynb ts tsx js jsx mjs cjs rs go toml yaml yml json jsonl md rst txt sh bash zsh \
+    sql lock cfg ini env c h cpp hpp java kt rb php cs swift html css scss xml csv proto tf
+""").items()
+}
 _LEAD = "\"'`“”‘’«"
 _TRAIL = "\"'`“”‘’».,:;!?"
 _PAIRS = {"(": ")", "[": "]", "{": "}"}
@@ -184,24 +174,16 @@ def _mention(kind: str, name: str, extra: Sequence[str] = ()) -> EntityMention |
     return EntityMention(kind, name, key, tuple(sorted(aliases)))
 
 
-def _parse_tools() -> dict[str, tuple[str, str, tuple[str, ...]]]:
-    table: dict[str, tuple[str, str, tuple[str, ...]]] = {}
-    for entry in _TOOL_TABLE.replace("\n", ";").split(";"):
-        display, _, extra = entry.partition("|")
-        if display.strip():
-            aliases = tuple(a.strip() for a in extra.split(",") if a.strip())
-            table[normalize_alias(display)] = ("tool", display.strip(), aliases)
-    return table
-
-
-BUILTIN_ALIASES: dict[str, tuple[str, str, tuple[str, ...]]] = _parse_tools()
-_BUILTIN: dict[str, EntityMention] = {}
-_ALIAS_TO_KEY: dict[str, str] = {}
-for _key, (_kind, _display, _extra) in BUILTIN_ALIASES.items():
-    _m = _mention(_kind, _display, _extra)
-    assert _m is not None
-    _BUILTIN[_key] = _m
-    _ALIAS_TO_KEY.update(dict.fromkeys(_m.aliases, _key))
+BUILTIN_ALIASES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    normalize_alias(d): ("tool", d.strip(), tuple(a.strip() for a in ex.split(",") if a.strip()))
+    for d, _, ex in (e.partition("|") for e in _TOOL_TABLE.replace("\n", ";").split(";"))
+    if d.strip()
+}
+_BUILTIN = {
+    k: EntityMention(kind, d, k, tuple(sorted({k, *map(normalize_alias, ex)})))
+    for k, (kind, d, ex) in BUILTIN_ALIASES.items()
+}
+_ALIAS_TO_KEY = {a: k for k, m in _BUILTIN.items() for a in m.aliases}
 _ENGLISH = frozenset(a for a, c in _CUES.items() if c.english)
 # Longest alias first so "github cli" wins over "github"; neighbours like '.', '/', '-' are part
 # of the word, so "git" never fires inside "GitHub", "node_modules", ".git" or "pre-commit".
@@ -241,7 +223,7 @@ def _cue_ok(cue: _Cue, text: str, start: int, end: int) -> bool:
         # "then Click Save", "Let's Go Home": a capitalised neighbour means a title or UI label.
         if not ((prev_raw[:1].isupper() and not prev_start) or (nxt and nxt[0][:1].isupper())):
             return True
-    if prev in _RUN_WORDS or prev in cue.before or (prev == "from" and n0 == "import"):
+    if prev in _W["run"] or prev in cue.before or (prev == "from" and n0 == "import"):
         return True
     if not nxt:
         return False
@@ -249,9 +231,9 @@ def _cue_ok(cue: _Cue, text: str, start: int, end: int) -> bool:
         return True
     if (cue.ver and re.match(r"v?\d+\.\d+", n0)) or (cue.arg and _is_arg(nxt[0])):
         return True
-    if n0 in cue.weak and prev not in _VETO:
+    if n0 in cue.weak and prev not in _W["veto"]:
         ends = nxt[0][-1] in ",.;:!?)" or len(nxt) == 1
-        return ends or _is_arg(nxt[1]) or _clean(nxt[1]) in _CLAUSE
+        return ends or _is_arg(nxt[1]) or _clean(nxt[1]) in _W["clause"]
     return False
 
 
@@ -290,21 +272,20 @@ def _path_name(tok: str) -> str | None:
         if name.startswith(("./", "../", "~/")):
             return name if segs else None
         if name.startswith("/"):  # "/clear" is a slash command, "/etc" and "/etc/hosts" are paths
-            return name if len(segs) > 1 or (segs and segs[0].casefold() in _ROOT_DIRS) else None
-        if name.endswith("/") and len(segs) == 1:
-            seg = segs[0]
-            return name if len(seg) > 1 and seg.casefold() not in _STOP else None
+            return name if len(segs) > 1 or (segs and segs[0].casefold() in _W["root"]) else None
+        if name.endswith("/"):  # "tests/", "deploy/k8s/"; but not "w/" or "and/"
+            return (
+                name if all(len(s) > 1 and s.casefold() not in _W["stop"] for s in segs) else None
+            )
         # Two plain words ("read/write", "and/or", "TCP/IP") are prose unless a segment is a
         # file name, carries '_' or a dot, or is a conventional directory name.
-        if any(
-            "_" in s or re.search(r"\.[^\W\d_]", s) or s.casefold() in _KNOWN_DIRS for s in segs
-        ):
+        if any("_" in s or re.search(r"\.[^\W\d_]", s) or s.casefold() in _W["dirs"] for s in segs):
             return name
         return None
-    if name.casefold() in _KNOWN_FILES:
+    if name.casefold() in _W["files"]:
         return name
     stem, dot, ext = name.rpartition(".")
-    if dot and ext.casefold() in _EXTS and re.fullmatch(r"[\w.+-]+", stem):
+    if dot and ext.casefold() in _W["exts"] and re.fullmatch(r"[\w.+-]+", stem):
         return name if any(c.isalpha() for c in stem) else None
     return None
 
@@ -368,7 +349,7 @@ def query_aliases(text: str) -> list[str]:
     words: list[str | None] = []
     for raw in _QUERY_WORD_RE.findall(text.replace("’", "'")):
         tok = normalize_alias(raw)
-        ok = len(tok) >= 2 and tok not in _STOP and any(c.isalnum() for c in tok)
+        ok = len(tok) >= 2 and tok not in _W["stop"] and any(c.isalnum() for c in tok)
         words.append(tok if ok else None)
     # Common English words that double as tool names only count when the extractor saw a cue.
     out.update(dict.fromkeys(w for w in words if w and w not in _ENGLISH))

@@ -30,7 +30,7 @@ def _phrase(template: str) -> re.Pattern[str]:
 # Shared vocabulary (templates: spaces become _SEP when compiled by _phrase).
 _NEG = r"(?:do not|don\W{0,2}t|dont|never|must not|mustn\W{0,2}t|should not|shouldn\W{0,2}t)"
 _QUAL = r"(?:previous|prior|above|earlier|preceding|foregoing|system|developer)"
-_RULES = (
+_RULE_NOUNS = (
     r"(?:instructions?|prompts?|directions|directives|guidelines|guidance|rules|commands"
     r"|constraints|programming|orders)"
 )
@@ -78,91 +78,90 @@ _DESCRIPTIVE_LEAD = re.compile(
     r"|also|does|did|cannot)|n\W?t)[\W_]*$",
     re.IGNORECASE,
 )
+# Shapes whose verbs ("ignore", "act as", "pretend") also occur in descriptions of agents.
+_VETO_WHEN_DESCRIPTIVE = frozenset({"override", "role_hijack"})
 
-_RULES_TABLE: tuple[tuple[str, re.Pattern[str], bool], ...] = (
-    # (shape, pattern, veto when preceded by a descriptive lead)
-    ("override", _phrase(
+_TEMPLATES: dict[str, tuple[str, ...]] = {
+    "override": (
         rf"\b(?:ignore|disregard|forget) (?:(?:all|any|every) (?:of )?)?"
-        rf"(?:(?:the|your|my|these|those|any) )?(?:{_QUAL} )+(?:\w+ )?{_RULES}\b"), True),
-    ("override", _phrase(
+        rf"(?:(?:the|your|my|these|those|any) )?(?:{_QUAL} )+(?:\w+ )?{_RULE_NOUNS}\b",
+        # Without a qualifier only "all/your instructions" is unambiguous ("ignore all rules"
+        # is linter talk).
         rf"\b(?:ignore|disregard|forget) (?:(?:all|any|every) (?:of )?(?:(?:the|your|my) )?"
-        rf"|your ){_ORDERS}\b"), True),
-    ("override", _phrase(
+        rf"|your ){_ORDERS}\b",
         r"\b(?:ignore|disregard|forget) (?:everything|all|anything)(?: that)? "
         r"(?:you(?:\W?ve| have| were| are)? (?:been )?(?:told|taught|instructed|given)"
-        r"|above|before this|so far|i (?:said|told you))\b"), True),
-    ("role_hijack", _phrase(
+        r"|above|before this|so far|i (?:said|told you))\b",
+    ),
+    "role_hijack": (
+        # Clause-initial only: "after login you are now a collaborator" is narration.
         r"(?:^|(?<=[.!?;:\"'`>*#(\[-]))\s*you(?: are|\W?re) now (?:(?:a|an|the|my) \w"
-        r"|dan\b|in (?:developer|god|jailbreak|unrestricted) mode|unrestricted|jailbroken)"),
-        False),
-    ("role_hijack", _phrase(
+        r"|dan\b|in (?:developer|god|jailbreak|unrestricted) mode|unrestricted|jailbroken)",
         r"\bfrom now on (?:you(?: are|\W?re) (?:a|an|the|my|no longer|dan)\b"
-        r"|you(?: will|\W?ll) (?:act|behave|respond|pretend|roleplay) as\b)"), False),
-    ("role_hijack", _phrase(
+        r"|you(?: will|\W?ll) (?:act|behave|respond|pretend|roleplay) as\b)",
         rf"\b(?:act|behave|respond|operate) as (?:if you (?:are|were) )?(?:(?:the|a|an|my) )?"
         rf"{_PRIVILEGED}(?: (?:administrator|admin|prompt|message|role|user|account))?"
-        r"(?=\s*(?:$|[^\w\s]|(?:and|from|now|until|for|with)\b))"), True),
-    ("role_hijack", _phrase(
-        rf"\bpretend (?:to be|(?:that )?you(?: are|\W?re)) (?:(?:the|a|an|my) )?{_PRIVILEGED}\b"),
-        True),
-    ("role_hijack", _phrase(
-        r"\byour new (?:role|persona|identity|name|purpose) (?:is|will be)\b"), False),
-    ("role_hijack", _phrase(
+        r"(?=\s*(?:$|[^\w\s]|(?:and|from|now|until|for|with)\b))",
+        rf"\bpretend (?:to be|(?:that )?you(?: are|\W?re)) (?:(?:the|a|an|my) )?{_PRIVILEGED}\b",
+        r"\byour new (?:role|persona|identity|name|purpose) (?:is|will be)\b",
         r"\byou(?: are|\W?re) no longer (?:(?:an|a|the) )?"
-        r"(?:ai|assistant|language model|chatbot|bound by|restricted|claude|chatgpt)\b"), False),
-    ("concealment", _phrase(
+        r"(?:ai|assistant|language model|chatbot|bound by|restricted|claude|chatgpt)\b",
+    ),
+    "concealment": (
+        # The object must be the text itself ("this instruction") or "this" aimed at the user:
+        # "never reveal stack traces to the user" is a security lesson.
         rf"\b{_NEG} (?:mention|reveal|disclose|divulge|repeat|discuss|acknowledge) "
         rf"(?:{_SELF}(?=\s*(?:$|[^\w\s]|(?:to|from|with|unless|or|and)\b))"
-        rf"|(?:this|these|any of this)(?:\s*[.!]| (?:to|from|with) {_AUDIENCE}\b))"), False),
-    ("concealment", _phrase(
+        rf"|(?:this|these|any of this)(?:\s*[.!]| (?:to|from|with) {_AUDIENCE}\b))",
         rf"\b{_NEG} (?:tell|inform|notify|alert) (?:the )?(?:users?|human|operator)"
         r"(?=\s*(?:$|[.!;)]|about (?:this|these|it|that|any)\b|(?:that|what) you\b"
-        r"|anything\b))"), False),
-    ("concealment", _phrase(
+        r"|anything\b))",
         rf"\bkeep (?:(?:this|these|it|that) (?:a )?secret from {_AUDIENCE}\b"
-        rf"|{_SELF} (?:a )?secret\b)"), False),
-    ("concealment", _phrase(
-        rf"\b(?:hide|conceal|withhold) (?:this|these|{_SELF}) from {_AUDIENCE}\b"), False),
-    ("store_mutation", _phrase(
+        rf"|{_SELF} (?:a )?secret\b)",
+        rf"\b(?:hide|conceal|withhold) (?:this|these|{_SELF}) from {_AUDIENCE}\b",
+    ),
+    "store_mutation": (
         r"\b(?:update|modify|change|edit|overwrite|rewrite|alter|delete|erase|wipe|clear|purge"
-        rf"|reset|corrupt|poison|replace) your {_MEM_YOUR}{_MEM_TAIL}"), False),
-    ("store_mutation", _phrase(
+        rf"|reset|corrupt|poison|replace) your {_MEM_YOUR}{_MEM_TAIL}",
         r"\b(?:add|write|store|save|insert|append|record|put|commit|persist|remember|inject|keep)"
         rf" (?:(?:this|these|that|it|the following) )?(?:to|in|into|inside|within) "
-        rf"(?:your {_MEM_YOUR}|the {_MEM_THE}){_MEM_TAIL}"), False),
-    ("store_mutation", _phrase(
-        r"\b(?:update|modify|overwrite|rewrite|alter|corrupt|poison) the "
-        rf"{_MEM_THE}{_MEM_TAIL_STRICT}"), False),
-    ("store_mutation", _phrase(
+        rf"(?:your {_MEM_YOUR}|the {_MEM_THE}){_MEM_TAIL}",
+        # clear/reset/wipe "the memory store" is test setup; only rewriting it is suspicious.
+        rf"\b(?:update|modify|overwrite|rewrite|alter|corrupt|poison) the {_MEM_THE}"
+        rf"{_MEM_TAIL_STRICT}",
         r"\bremember (?:this|that|the following|these (?:facts|instructions|rules)) "
-        r"(?:forever|permanently|for all future|in all future)\b"), False),
-    ("store_mutation", _phrase(
+        r"(?:forever|permanently|for all future|in all future)\b",
+        # Plain "remember to always X" is how lessons are phrased; only future-session scope
+        # turns it into a standing order.
         r"\bremember to always\b[^.\n]{0,120}?\b(?:in|for|across|during) (?:all |every )?"
-        r"(?:future|subsequent) (?:sessions?|conversations?|chats?|responses?|interactions?)"),
-        False),
-    ("exfiltration", _phrase(
+        r"(?:future|subsequent) (?:sessions?|conversations?|chats?|responses?|interactions?)",
+    ),
+    "exfiltration": (
         rf"\b{_SEND} (?:all (?:of )?)?(?:your|the user\W?s|all|any) (?:contents of )?"
-        rf"(?:\w+ )?{_SECRET_NOUNS} (?:to|into|via|over to|at)\b"), False),
-    ("exfiltration", _phrase(
+        rf"(?:\w+ )?{_SECRET_NOUNS} (?:to|into|via|over to|at)\b",
+        # "send the token to the server" is auth plumbing unless the destination is external.
         rf"\b(?:{_SEND}|upload|post|paste) the (?:contents of )?(?:\w+ )?{_SECRET_NOUNS} "
-        rf"(?:to|into|via|over to|at) {_EXTERNAL}"), False),
-    ("exfiltration", _phrase(
+        rf"(?:to|into|via|over to|at) {_EXTERNAL}",
         r"\b(?:send|email|forward|transmit|exfiltrate|leak) the (?:contents of (?:the |your )?)?"
         r"(?:environment variables|env vars|ssh (?:private )?keys?|private keys?|secrets"
-        r"|\.env(?: file)?|~/\.(?:ssh|aws)\S*|system prompt) (?:to|into|via|over to|at)\b"),
-        False),
-    ("exfiltration", _phrase(
+        r"|\.env(?: file)?|~/\.(?:ssh|aws)\S*|system prompt) (?:to|into|via|over to|at)\b",
         r"\b(?:print|echo|output|reveal|display|include|dump|show|list|write|paste|leak|repeat)"
         rf" (?:all (?:of )?)?(?:the |your |my |any )?(?:{_SECRET_NOUNS}|system prompt"
         r"|hidden instructions) (?:in|into|within|as part of) your "
-        r"(?:response|reply|answer|next message|output)"), False),
-    ("system_marker", re.compile(
+        r"(?:response|reply|answer|next message|output)",
+    ),
+    "system_marker": (
         r"<\|(?:im_start|im_end|im_sep|system|user|assistant|endoftext|begin_of_text"
         r"|end_of_text|start_header_id|end_header_id|eot_id|eom_id)\|>"
-        r"|\[/?INST\]|<</?SYS>>|</?system(?:[_-](?:prompt|message|instructions?))?>"
-        r"|^[ \t]*#{1,6}[ \t]*(?:system|instructions?)(?:[ \t]+prompt)?[ \t]*:", _FLAGS), False),
-    # Upper-case only: "System: Ubuntu 22.04" in a bug report is not a role header.
-    ("system_marker", re.compile(r"^[ \t]*SYSTEM(?:[ \t]+PROMPT)?[ \t]*:", re.MULTILINE), False),
+        r"|\[/?INST\]|<</?SYS>>|</?system(?:[_-](?:prompt|message|instructions?))?>",
+        r"^[^\S\n]*#{1,6}\s*(?:system|instructions?)(?:\s+prompt)?\s*:",
+        # Upper-case only: "System: Ubuntu 22.04" in a bug report is not a role header.
+        r"^[^\S\n]*(?-i:SYSTEM)(?:\s+(?-i:PROMPT))?\s*:",
+    ),
+}
+
+_COMPILED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (shape, _phrase(template)) for shape, templates in _TEMPLATES.items() for template in templates
 )
 
 
@@ -178,9 +177,10 @@ def injection_shapes(text: str) -> list[str]:
     """Sorted unique names of the injection shapes present in ``text``."""
     norm = _normalise(text)
     found: set[str] = set()
-    for shape, rx, veto in _RULES_TABLE:
+    for shape, rx in _COMPILED:
         if shape in found:
             continue
+        veto = shape in _VETO_WHEN_DESCRIPTIVE
         for m in rx.finditer(norm):
             if not (veto and _descriptive(norm, m.start())):
                 found.add(shape)

@@ -56,9 +56,7 @@ def validate_content(content: str) -> str:
     if not content.strip():
         raise UsageError("content must not be empty")
     if len(content) > MAX_CONTENT_CHARS:
-        raise UsageError(
-            f"content is {len(content)} characters; the limit is {MAX_CONTENT_CHARS}"
-        )
+        raise UsageError(f"content is {len(content)} characters; the limit is {MAX_CONTENT_CHARS}")
     try:
         content.encode("utf-8")
     except UnicodeEncodeError:
@@ -67,7 +65,7 @@ def validate_content(content: str) -> str:
 
 
 def parse_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
-    """"a, b,a" or ["a", "b"] → ("a", "b"): trimmed, de-duplicated case-insensitively."""
+    """ "a, b,a" or ["a", "b"] → ("a", "b"): trimmed, de-duplicated case-insensitively."""
     if tags is None:
         return ()
     parts = tags.split(",") if isinstance(tags, str) else [p for t in tags for p in t.split(",")]
@@ -104,9 +102,18 @@ def default_taint(signal: str) -> str:
     return "trusted_internal" if signal in GROUNDED_SIGNALS else "untrusted_tool"
 
 
-def prepare(content: str, *, namespace: str, type: str, tags: str | Iterable[str] | None,
-            signal: str, taint: str | None, source_ref: str | None,
-            confidence: float | None, capture_mode: str) -> Prepared:
+def prepare(
+    content: str,
+    *,
+    namespace: str,
+    type: str,
+    tags: str | Iterable[str] | None,
+    signal: str,
+    taint: str | None,
+    source_ref: str | None,
+    confidence: float | None,
+    capture_mode: str,
+) -> Prepared:
     """Validate everything first (so a refusal writes nothing), then apply the policy."""
     validate_content(content)
     validate_namespace(namespace)

@@ -24,9 +24,8 @@ _Check = Callable[[re.Match[str], str], bool]
 # Only these groups ever hold the secret; patterns without one redact the whole match.
 _SECRET_GROUPS = ("s", "dq", "sq", "uq")
 
-_PLACEHOLDER_HINTS = (
-    "your", "example", "placeholder", "changeme", "change_me", "dummy", "redacted", "xxxx",
-    "insert", "replace", "sample",
+_PLACEHOLDER_HINTS = tuple(
+    "your example placeholder changeme change_me dummy redacted xxxx insert replace sample".split()
 )
 _PLACEHOLDER_CHARS = frozenset("x*.-_#?")
 _ENV_NAME = re.compile(r"[A-Z]+(?:_[A-Z]+)+")
@@ -120,7 +119,11 @@ _PATTERN_SPECS: tuple[tuple[str, str, _Check | None], ...] = (
         r"(?<![A-Za-z0-9_-])sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,512}+",
         _check_entropy_token,
     ),
-    ("stripe_key", r"(?<![A-Za-z0-9])[sr]k_(?:live|test)_[A-Za-z0-9]{20,255}+", _check_entropy_token),
+    (
+        "stripe_key",
+        r"(?<![A-Za-z0-9])[sr]k_(?:live|test)_[A-Za-z0-9]{20,255}+",
+        _check_entropy_token,
+    ),
     ("aws_access_key", r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])", None),
     (
         "aws_secret_key",
@@ -152,7 +155,7 @@ _PATTERN_SPECS: tuple[tuple[str, str, _Check | None], ...] = (
         "password_assignment",
         rf"(?i:{_KEY_NAME})[\"']?[ \t]*(?P<sep>:=|=>|=(?!=)|:(?![:/]))[ \t]*"
         r"(?:\"(?P<dq>[^\"\s]{1,1024})\"|'(?P<sq>[^'\s]{1,1024})'"
-        r"|(?P<uq>[^\s'\"`,;()\[\]{}]{1,512}))",
+        r"|(?P<uq>[^\s'\"`,;()\[\]{}]{1,256}))",
         _check_assignment,
     ),
 )

@@ -47,7 +47,7 @@ def normalize_source_ref(ref: str) -> str:
 
 def file_path(ref: str | None) -> str | None:
     if ref and ref.startswith("file:"):
-        return ref[len("file:"):]
+        return ref[len("file:") :]
     return None
 
 
@@ -79,9 +79,9 @@ def source_state(ref: str | None, stored_hash: str | None) -> str | None:
     path = file_path(ref)
     if path is None:
         return None
-    if stored_hash is None:
-        return "unverified"
     current = hash_file(path)
     if current is None:
         return "unreadable"
+    if stored_hash is None:
+        return "unverified"
     return "fresh" if current == stored_hash else "stale"

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import apsw
 
 from zmem.capture.entities import extract_entities
-from zmem.capture.policy import Prepared, merge_tags
 from zmem.capture.polarity import polarity
+from zmem.capture.policy import Prepared, merge_tags
 from zmem.db import graph, memories
 from zmem.models import (
     SYSTEM_TAGS,
@@ -56,8 +56,13 @@ def prefix_terms(conn: apsw.Connection, tokens: frozenset[str], threshold: float
     return [t for t in ranked if counts[t] > 0]
 
 
-def find_neighbours(conn: apsw.Connection, content: str, namespace: str, threshold: float,
-                    exclude: Sequence[str] = ()) -> list[Neighbour]:
+def find_neighbours(
+    conn: apsw.Connection,
+    content: str,
+    namespace: str,
+    threshold: float,
+    exclude: Sequence[str] = (),
+) -> list[Neighbour]:
     norm = similarity_norm(content)
     tokens = frozenset(norm.split())
     terms = prefix_terms(conn, tokens, threshold)
@@ -67,21 +72,29 @@ def find_neighbours(conn: apsw.Connection, content: str, namespace: str, thresho
     mine_numbers = number_tokens(tokens)
     found = []
     for cand in memories.similar_candidates(conn, terms, namespace, exclude, CANDIDATE_LIMIT):
-        other = frozenset(cand.content_norm.split()) if cand.content_norm else frozenset(
-            similarity_norm(cand.content).split())
+        other = (
+            frozenset(cand.content_norm.split())
+            if cand.content_norm
+            else frozenset(similarity_norm(cand.content).split())
+        )
         sim = jaccard(tokens, other)
         if sim < threshold:
             continue
-        found.append(Neighbour(
-            cand, sim, polarity(cand.content) == mine_polarity,
-            number_tokens(other) == mine_numbers,
-        ))
+        found.append(
+            Neighbour(
+                cand,
+                sim,
+                polarity(cand.content) == mine_polarity,
+                number_tokens(other) == mine_numbers,
+            )
+        )
     found.sort(key=lambda n: (-n.similarity, n.candidate.id))
     return found
 
 
-def link_entities(conn: apsw.Connection, memory_id: str, content: str, tags: Sequence[str],
-                  at: str) -> None:
+def link_entities(
+    conn: apsw.Connection, memory_id: str, content: str, tags: Sequence[str], at: str
+) -> None:
     ids = []
     for mention in extract_entities(content, tags):
         entity_id = graph.entity_for_aliases(conn, mention.aliases)
@@ -92,8 +105,7 @@ def link_entities(conn: apsw.Connection, memory_id: str, content: str, tags: Seq
     graph.link_memory_entities(conn, memory_id, ids)
 
 
-def contradict(conn: apsw.Connection, a: str, b: str, at: str, score: float | None = None
-               ) -> bool:
+def contradict(conn: apsw.Connection, a: str, b: str, at: str, score: float | None = None) -> bool:
     """Insert a contradicts pair (both directions) and apply the trust event once."""
     new = graph.insert_link(conn, a, b, "contradicts", score, at)
     new = graph.insert_link(conn, b, a, "contradicts", score, at) or new
@@ -103,11 +115,11 @@ def contradict(conn: apsw.Connection, a: str, b: str, at: str, score: float | No
     return new
 
 
-def _refresh_twin(conn: apsw.Connection, twin: memories.Candidate, row: Prepared, at: str
-                  ) -> None:
+def _refresh_twin(conn: apsw.Connection, twin: memories.Candidate, row: Prepared, at: str) -> None:
     better = row.confidence > twin.confidence
     memories.refresh(
-        conn, twin.id,
+        conn,
+        twin.id,
         tags=merge_tags(twin.tags, row.tags),
         taint=worst_taint(twin.taint, row.taint),
         confidence=row.confidence if better else twin.confidence,
@@ -117,8 +129,9 @@ def _refresh_twin(conn: apsw.Connection, twin: memories.Candidate, row: Prepared
     )
 
 
-def _absorb_tags(conn: apsw.Connection, neighbour: memories.Candidate, tags: Sequence[str],
-                 at: str) -> None:
+def _absorb_tags(
+    conn: apsw.Connection, neighbour: memories.Candidate, tags: Sequence[str], at: str
+) -> None:
     extra = [t for t in tags if t not in SYSTEM_TAGS]
     merged = merge_tags(neighbour.tags, extra)
     if merged == neighbour.tags:
@@ -128,14 +141,24 @@ def _absorb_tags(conn: apsw.Connection, neighbour: memories.Candidate, tags: Seq
     link_entities(conn, neighbour.id, neighbour.content, merged, at)
 
 
-def write(conn: apsw.Connection, row: Prepared, *, at: str, link_threshold: float,
-          embedder: Embedder | None = None, update_of: str | None = None,
-          exclude: Sequence[str] = ()) -> WriteResult:
+def write(
+    conn: apsw.Connection,
+    row: Prepared,
+    *,
+    at: str,
+    link_threshold: float,
+    embedder: Embedder | None = None,
+    update_of: str | None = None,
+    exclude: Sequence[str] = (),
+) -> WriteResult:
     """Store `row` (or fold it into a near-identical twin). Must run inside a transaction."""
     threshold = min(link_threshold, DEDUP_THRESHOLD)
     neighbours = find_neighbours(conn, row.content, row.namespace, threshold, exclude)
-    twins = [n for n in neighbours
-             if n.similarity >= DEDUP_THRESHOLD and n.same_numbers and n.same_polarity]
+    twins = [
+        n
+        for n in neighbours
+        if n.similarity >= DEDUP_THRESHOLD and n.same_numbers and n.same_polarity
+    ]
     if twins:
         twin = twins[0].candidate
         _refresh_twin(conn, twin, row, at)
@@ -145,13 +168,26 @@ def write(conn: apsw.Connection, row: Prepared, *, at: str, link_threshold: floa
 
     new_id = str(uuid.uuid4())
     vector = embedder(row.content) if embedder is not None else None
-    memories.insert(conn, memories.NewMemory(
-        id=new_id, content=row.content, content_norm=similarity_norm(row.content),
-        type=row.type, tags=row.tags, namespace=row.namespace, signal=row.signal,
-        confidence=row.confidence, taint=row.taint, source_ref=row.source_ref,
-        source_hash=row.source_hash, created_at=at, update_of=update_of,
-        embedding=vector[0] if vector else None, embedding_model=vector[1] if vector else None,
-    ))
+    memories.insert(
+        conn,
+        memories.NewMemory(
+            id=new_id,
+            content=row.content,
+            content_norm=similarity_norm(row.content),
+            type=row.type,
+            tags=row.tags,
+            namespace=row.namespace,
+            signal=row.signal,
+            confidence=row.confidence,
+            taint=row.taint,
+            source_ref=row.source_ref,
+            source_hash=row.source_hash,
+            created_at=at,
+            update_of=update_of,
+            embedding=vector[0] if vector else None,
+            embedding_model=vector[1] if vector else None,
+        ),
+    )
     if update_of is not None:
         graph.insert_link(conn, new_id, update_of, "updates", None, at)
 
@@ -175,5 +211,6 @@ def write(conn: apsw.Connection, row: Prepared, *, at: str, link_threshold: floa
         related.append(n.candidate.id)
 
     link_entities(conn, new_id, row.content, row.tags, at)
-    return WriteResult(new_id, "stored", True, row.warnings, tuple(related), tuple(contested),
-                       replaced=update_of)
+    return WriteResult(
+        new_id, "stored", True, row.warnings, tuple(related), tuple(contested), replaced=update_of
+    )

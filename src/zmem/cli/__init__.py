@@ -36,17 +36,28 @@ class StoreContext:
 
 class ZMemGroup(click.Group):
     def invoke(self, ctx: click.Context):  # type: ignore[override]
+        # One stable stderr line for every failure, usage errors included: hosts log stderr
+        # line by line, and a multi-line usage dump reads as several errors.
         try:
             return super().invoke(ctx)
         except ZMemError as exc:
             click.echo(f"zmem: error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            click.echo(f"zmem: error: {exc.format_message()} (see '{where} --help')", err=True)
+            ctx.exit(exc.exit_code)
 
 
 @click.group(cls=ZMemGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
-              help="Store file (default: $ZMEM_STORE, else $ZMEM_DATA/store.sqlite, "
-                   "else ~/.zmem/store.sqlite).")
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Store file (default: $ZMEM_STORE, else $ZMEM_DATA/store.sqlite, "
+    "else ~/.zmem/store.sqlite).",
+)
 @click.version_option(__version__, prog_name="zmem")
 @click.pass_context
 def cli(ctx: click.Context, store_path: str | None) -> None:

@@ -31,11 +31,15 @@ def describe_warning(w: Mapping[str, Any]) -> str:
     if kind == "redacted":
         return f"redacted {w['count']} secret-like span(s) before storing"
     if kind == "secret_warning":
-        return (f"{w['count']} secret-like span(s) stored verbatim (capture mode is not auto); "
-                "never keep credentials in the store")
+        return (
+            f"{w['count']} secret-like span(s) stored verbatim (capture mode is not auto); "
+            "never keep credentials in the store"
+        )
     if kind == "injection_risk":
-        return ("content is shaped like an instruction to the model "
-                f"({', '.join(w['shapes'])}); tagged prompt-injection-risk")
+        return (
+            "content is shaped like an instruction to the model "
+            f"({', '.join(w['shapes'])}); tagged prompt-injection-risk"
+        )
     if kind == "source_unreadable":
         return f"source file {w['path']} cannot be opened; no content hash recorded"
     return json.dumps(dict(w))
@@ -68,14 +72,15 @@ def preview(content: str, width: int = PREVIEW_CHARS) -> str:
 
 def memory_line(m: Memory, injection: bool, stale: bool) -> str:
     marks = "".join(f"[{f}] " for f in flags(m, injection, stale))
-    return (f"{m.id}  {m.type:<10}  {m.namespace}  conf={m.confidence:.2f} "
-            f"trust={m.trust_score:.2f}  {marks}{preview(m.content)}")
+    return (
+        f"{m.id}  {m.type:<10}  {m.namespace}  conf={m.confidence:.2f} "
+        f"trust={m.trust_score:.2f}  {marks}{preview(m.content)}"
+    )
 
 
 def stats_text(s: Mapping[str, Any]) -> str:
     lines = [
-        f"store        {s['store_path']} (schema v{s['schema_version']}, "
-        f"{_size(s['size_bytes'])})",
+        f"store        {s['store_path']} (schema v{s['schema_version']}, {_size(s['size_bytes'])})",
         f"memories     {s['live']} live, {s['superseded']} superseded, {s['total']} total",
         f"             {s['below_recall_floor']} live below the recall floor, "
         f"{s['injection_risk']} tagged injection risk",

@@ -30,8 +30,13 @@ def get(obj, memory_id):
 def list_(obj, namespace, type_, include_superseded, as_of, limit, as_json):
     """List memories, newest first."""
     store = obj.store()
-    rows = store.list(namespace=namespace, type=type_, include_superseded=include_superseded,
-                      as_of=as_of, limit=limit)
+    rows = store.list(
+        namespace=namespace,
+        type=type_,
+        include_superseded=include_superseded,
+        as_of=as_of,
+        limit=limit,
+    )
     if as_json:
         output.emit_json([m.to_dict() for m in rows])
         return
@@ -55,8 +60,13 @@ def stats(obj, as_json):
 
 
 @cli.command()
-@click.option("--id", "ids", multiple=True, required=True,
-              help="The memory (list mode), or twice with --add: source then target.")
+@click.option(
+    "--id",
+    "ids",
+    multiple=True,
+    required=True,
+    help="The memory (list mode), or twice with --add: source then target.",
+)
 @click.option("--add", "add_mode", is_flag=True, help="Insert an edge instead of listing.")
 @click.option("--relation", type=click.Choice(LINK_RELATIONS), default=None)
 @click.option("--score", type=float, default=None)
@@ -95,8 +105,9 @@ def _link_report(report, as_json: bool) -> None:
     state = "added" if report["created"] else "already present (no change)"
     reason = f" (reason: {report['reason']})" if report["reason"] else ""
     trust = ", ".join(f"{k} trust={v:.2f}" for k, v in report["trust_score"].items())
-    output.emit(f"{report['relation']} {report['src']} -> {report['dst']}: {state}{reason}; "
-                f"{trust}")
+    output.emit(
+        f"{report['relation']} {report['src']} -> {report['dst']}: {state}{reason}; {trust}"
+    )
 
 
 @cli.command()
@@ -122,8 +133,9 @@ def entity_list(obj, kind, as_json):
         output.emit_json([e.to_dict() for e in found])
         return
     for e in found:
-        output.emit(f"{e.id}  {e.kind:<10} {e.name}  aliases: {', '.join(e.aliases)}  "
-                    f"links: {e.links}")
+        output.emit(
+            f"{e.id}  {e.kind:<10} {e.name}  aliases: {', '.join(e.aliases)}  links: {e.links}"
+        )
     if not found:
         output.emit("no entities")
 
@@ -141,9 +153,11 @@ def entity_merge(obj, source, target, confirm, as_json):
         output.emit_json(plan.to_dict())
         return
     head = "merged" if plan.applied else "would merge (dry run; add --confirm to apply)"
-    output.emit(f"{head}: {plan.source.name} ({plan.source.id}) -> {plan.target.name} "
-                f"({plan.target.id})")
+    output.emit(
+        f"{head}: {plan.source.name} ({plan.source.id}) -> {plan.target.name} ({plan.target.id})"
+    )
     output.emit(f"  aliases moved: {', '.join(plan.aliases_moved) or 'none'}")
-    output.emit(f"  memory links moved: {plan.links_moved}; already on target: "
-                f"{plan.link_collisions}")
+    output.emit(
+        f"  memory links moved: {plan.links_moved}; already on target: {plan.link_collisions}"
+    )
     output.emit(f"  {'deleted' if plan.applied else 'would delete'} entity {plan.source.id}")

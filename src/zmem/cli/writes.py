@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from zmem.cli import cli, output
@@ -14,7 +16,7 @@ def read_content(value: str) -> str:
     """`--content -` reads stdin (argv is capped far below 64K on Windows)."""
     if value != "-":
         return value
-    text = click.get_text_stream("stdin").read()
+    text = sys.stdin.read()
     if text.endswith("\r\n"):
         return text[:-2]
     return text[:-1] if text.endswith("\n") else text
@@ -51,24 +53,46 @@ _MODE = click.Choice(CAPTURE_MODES)
 @click.option("--type", "type_", type=_TYPE, required=True, help="What kind of knowledge.")
 @click.option("--content", required=True, help="The knowledge; '-' reads it from stdin.")
 @click.option("--tags", default=None, help="Comma-separated tags (entity:Name links an entity).")
-@click.option("--signal", type=_SIGNAL, default="none", show_default=True,
-              help="External grounding. none = self-opinion (confidence 0.2, below the floor).")
-@click.option("--taint", type=_TAINT, default=None,
-              help="Origin trust. Default: trusted_internal if grounded, else untrusted_tool.")
-@click.option("--source-ref", default=None,
-              help="file:<path> (hashed; flagged [STALE SOURCE] when it changes), "
-                   "session:<id> or db:<table>:<rowid>.")
-@click.option("--capture-mode", type=_MODE, default=None,
-              help="auto redacts secrets; manual/reviewed keep text and warn. "
-                   "Default: $ZMEM_CAPTURE_MODE or manual.")
+@click.option(
+    "--signal",
+    type=_SIGNAL,
+    default="none",
+    show_default=True,
+    help="External grounding. none = self-opinion (confidence 0.2, below the floor).",
+)
+@click.option(
+    "--taint",
+    type=_TAINT,
+    default=None,
+    help="Origin trust. Default: trusted_internal if grounded, else untrusted_tool.",
+)
+@click.option(
+    "--source-ref",
+    default=None,
+    help="file:<path> (hashed; flagged [STALE SOURCE] when it changes), "
+    "session:<id> or db:<table>:<rowid>.",
+)
+@click.option(
+    "--capture-mode",
+    type=_MODE,
+    default=None,
+    help="auto redacts secrets; manual/reviewed keep text and warn. "
+    "Default: $ZMEM_CAPTURE_MODE or manual.",
+)
 @click.option("--json", "as_json", is_flag=True, help='Print {"id", "result", "warnings"}.')
 @click.pass_obj
 def add(obj, namespace, type_, content, tags, signal, taint, source_ref, capture_mode, as_json):
     """Capture a memory. Near-identical live content in the namespace is refreshed instead of
     duplicated; a near-identical row of opposite polarity is kept and marked contradicting."""
     result = obj.store().add(
-        read_content(content), namespace=namespace, type=type_, tags=tags, signal=signal,
-        taint=taint, source_ref=source_ref, capture_mode=capture_mode,
+        read_content(content),
+        namespace=namespace,
+        type=type_,
+        tags=tags,
+        signal=signal,
+        taint=taint,
+        source_ref=source_ref,
+        capture_mode=capture_mode,
     )
     _report(result, as_json, include_created_new=False)
 
@@ -82,19 +106,43 @@ def add(obj, namespace, type_, content, tags, signal, taint, source_ref, capture
 @click.option("--source-ref", default=None)
 @click.option("--confidence", type=float, default=None)
 @click.option("--signal", type=_SIGNAL, default=None)
-@click.option("--taint", type=_TAINT, default=None,
-              help="Can only worsen: the new row keeps the worse of old and given.")
+@click.option(
+    "--taint",
+    type=_TAINT,
+    default=None,
+    help="Can only worsen: the new row keeps the worse of old and given.",
+)
 @click.option("--capture-mode", type=_MODE, default=None)
-@click.option("--json", "as_json", is_flag=True,
-              help='Print {"id", "result", "created_new", "warnings"}.')
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"id", "result", "created_new", "warnings"}.'
+)
 @click.pass_obj
-def update(obj, memory_id, content, namespace, type_, tags, source_ref, confidence, signal,
-           taint, capture_mode, as_json):
+def update(
+    obj,
+    memory_id,
+    content,
+    namespace,
+    type_,
+    tags,
+    source_ref,
+    confidence,
+    signal,
+    taint,
+    capture_mode,
+    as_json,
+):
     """Revise a memory append-only: a new live row links back via update_of and the old row is
     tombstoned (still readable with --as-of before now)."""
     result = obj.store().update(
-        memory_id, read_content(content), namespace=namespace, type=type_, tags=tags,
-        source_ref=source_ref, confidence=confidence, signal=signal, taint=taint,
+        memory_id,
+        read_content(content),
+        namespace=namespace,
+        type=type_,
+        tags=tags,
+        source_ref=source_ref,
+        confidence=confidence,
+        signal=signal,
+        taint=taint,
         capture_mode=capture_mode,
     )
     _report(result, as_json, include_created_new=True)

@@ -13,8 +13,9 @@ from zmem.models import Entity, Episode, Link
 # ---- links -------------------------------------------------------------------------------
 
 
-def insert_link(conn: apsw.Connection, src: str, dst: str, relation: str, score: float | None,
-                at: str) -> bool:
+def insert_link(
+    conn: apsw.Connection, src: str, dst: str, relation: str, score: float | None, at: str
+) -> bool:
     """Insert one directed edge; False when it already existed (re-adding is a no-op)."""
     conn.execute(
         "INSERT INTO memory_link (src, dst, relation, score, created_at) VALUES (?, ?, ?, ?, ?) "
@@ -36,10 +37,13 @@ def links_of(conn: apsw.Connection, memory_id: str) -> list[Link]:
 
 
 def has_link(conn: apsw.Connection, src: str, dst: str, relation: str) -> bool:
-    return conn.execute(
-        "SELECT 1 FROM memory_link WHERE src = ? AND dst = ? AND relation = ?",
-        (src, dst, relation),
-    ).fetchone() is not None
+    return (
+        conn.execute(
+            "SELECT 1 FROM memory_link WHERE src = ? AND dst = ? AND relation = ?",
+            (src, dst, relation),
+        ).fetchone()
+        is not None
+    )
 
 
 # ---- entities ----------------------------------------------------------------------------
@@ -73,11 +77,9 @@ def add_aliases(conn: apsw.Connection, entity_id: str, aliases: Iterable[str]) -
     )
 
 
-def link_memory_entities(conn: apsw.Connection, memory_id: str, entity_ids: Iterable[str]
-                         ) -> None:
+def link_memory_entities(conn: apsw.Connection, memory_id: str, entity_ids: Iterable[str]) -> None:
     conn.executemany(
-        "INSERT INTO memory_entity (memory_id, entity_id) VALUES (?, ?) "
-        "ON CONFLICT DO NOTHING",
+        "INSERT INTO memory_entity (memory_id, entity_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
         [(memory_id, e) for e in entity_ids],
     )
 
@@ -103,9 +105,12 @@ def get_entity(conn: apsw.Connection, entity_id: str) -> Entity | None:
     ).fetchone()
     if row is None:
         return None
-    aliases = tuple(r[0] for r in conn.execute(
-        "SELECT alias FROM entity_alias WHERE entity_id = ? ORDER BY alias", (entity_id,)
-    ))
+    aliases = tuple(
+        r[0]
+        for r in conn.execute(
+            "SELECT alias FROM entity_alias WHERE entity_id = ? ORDER BY alias", (entity_id,)
+        )
+    )
     return Entity(row[0], row[1], row[2], aliases, row[3])
 
 
@@ -114,14 +119,16 @@ def list_entities(conn: apsw.Connection, kind: str | None = None) -> list[Entity
     where = ""
     if kind:
         where, params = "WHERE e.kind = ?", (kind,)
-    rows = list(conn.execute(
-        "SELECT e.id, e.kind, e.name, "
-        "(SELECT count(*) FROM memory_entity me WHERE me.entity_id = e.id), "
-        "(SELECT group_concat(alias, char(31)) FROM "
-        " (SELECT alias FROM entity_alias a WHERE a.entity_id = e.id ORDER BY alias)) "
-        f"FROM entity e {where} ORDER BY e.kind, e.name, e.id",
-        params,
-    ))
+    rows = list(
+        conn.execute(
+            "SELECT e.id, e.kind, e.name, "
+            "(SELECT count(*) FROM memory_entity me WHERE me.entity_id = e.id), "
+            "(SELECT group_concat(alias, char(31)) FROM "
+            " (SELECT alias FROM entity_alias a WHERE a.entity_id = e.id ORDER BY alias)) "
+            f"FROM entity e {where} ORDER BY e.kind, e.name, e.id",
+            params,
+        )
+    )
     return [
         Entity(id_, kind_, name, tuple(aliases.split("\x1f")) if aliases else (), links)
         for id_, kind_, name, links, aliases in rows
@@ -144,9 +151,12 @@ def merge_entity(conn: apsw.Connection, source: str, target: str) -> tuple[int, 
 
 
 def entity_memory_ids(conn: apsw.Connection, entity_id: str) -> set[str]:
-    return {r[0] for r in conn.execute(
-        "SELECT memory_id FROM memory_entity WHERE entity_id = ?", (entity_id,)
-    )}
+    return {
+        r[0]
+        for r in conn.execute(
+            "SELECT memory_id FROM memory_entity WHERE entity_id = ?", (entity_id,)
+        )
+    }
 
 
 # ---- episodes ----------------------------------------------------------------------------

@@ -31,21 +31,67 @@ def join_tags(tags: Iterable[str]) -> str:
 
 
 def _row_to_memory(row: Sequence[Any]) -> Memory:
-    (rid, id_, content, type_, tags, namespace, signal, confidence, taint, trust, source_ref,
-     source_hash, ingestion_ts, refreshed_at, valid_from, valid_until, superseded_at,
-     supersede_reason, update_of, merged_from, retrieval_count, last_retrieved, surfaced_count,
-     last_surfaced, applied, violated, embedding_model, embedded_at, has_embedding) = row
+    (
+        rid,
+        id_,
+        content,
+        type_,
+        tags,
+        namespace,
+        signal,
+        confidence,
+        taint,
+        trust,
+        source_ref,
+        source_hash,
+        ingestion_ts,
+        refreshed_at,
+        valid_from,
+        valid_until,
+        superseded_at,
+        supersede_reason,
+        update_of,
+        merged_from,
+        retrieval_count,
+        last_retrieved,
+        surfaced_count,
+        last_surfaced,
+        applied,
+        violated,
+        embedding_model,
+        embedded_at,
+        has_embedding,
+    ) = row
     return Memory(
-        id=id_, content=content, type=type_, tags=split_tags(tags), namespace=namespace,
-        signal=signal, confidence=confidence, taint=taint, trust_score=trust,
-        source_ref=source_ref, source_hash=source_hash, ingestion_ts=ingestion_ts,
-        refreshed_at=refreshed_at, valid_from=valid_from, valid_until=valid_until,
-        superseded_at=superseded_at, supersede_reason=supersede_reason, update_of=update_of,
-        merged_from=tuple(json.loads(merged_from or "[]")), retrieval_count=retrieval_count,
-        last_retrieved=last_retrieved, surfaced_count=surfaced_count,
-        last_surfaced=last_surfaced, applied_count=applied, violated_count=violated,
-        embedding_model=embedding_model, embedded_at=embedded_at,
-        has_embedding=bool(has_embedding), rowid=rid,
+        id=id_,
+        content=content,
+        type=type_,
+        tags=split_tags(tags),
+        namespace=namespace,
+        signal=signal,
+        confidence=confidence,
+        taint=taint,
+        trust_score=trust,
+        source_ref=source_ref,
+        source_hash=source_hash,
+        ingestion_ts=ingestion_ts,
+        refreshed_at=refreshed_at,
+        valid_from=valid_from,
+        valid_until=valid_until,
+        superseded_at=superseded_at,
+        supersede_reason=supersede_reason,
+        update_of=update_of,
+        merged_from=tuple(json.loads(merged_from or "[]")),
+        retrieval_count=retrieval_count,
+        last_retrieved=last_retrieved,
+        surfaced_count=surfaced_count,
+        last_surfaced=last_surfaced,
+        applied_count=applied,
+        violated_count=violated,
+        embedding_model=embedding_model,
+        embedded_at=embedded_at,
+        has_embedding=bool(has_embedding),
+        rowid=rid,
     )
 
 
@@ -74,10 +120,25 @@ def insert(conn: apsw.Connection, m: NewMemory) -> None:
         "confidence, taint, source_ref, source_hash, ingestion_ts, valid_from, update_of, "
         "embedding, embedding_model, embedded_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (m.id, m.content, m.content_norm, m.type, join_tags(m.tags), m.namespace, m.signal,
-         m.confidence, m.taint, m.source_ref, m.source_hash, m.created_at, m.created_at,
-         m.update_of, m.embedding, m.embedding_model,
-         m.created_at if m.embedding is not None else None),
+        (
+            m.id,
+            m.content,
+            m.content_norm,
+            m.type,
+            join_tags(m.tags),
+            m.namespace,
+            m.signal,
+            m.confidence,
+            m.taint,
+            m.source_ref,
+            m.source_hash,
+            m.created_at,
+            m.created_at,
+            m.update_of,
+            m.embedding,
+            m.embedding_model,
+            m.created_at if m.embedding is not None else None,
+        ),
     )
 
 
@@ -118,9 +179,14 @@ def _validity_clause(as_of: str | None, include_superseded: bool) -> tuple[str, 
     return "superseded_at IS NULL", []
 
 
-def list_memories(conn: apsw.Connection, namespaces: Sequence[str] | None = None,
-                  type_: str | None = None, as_of: str | None = None,
-                  include_superseded: bool = False, limit: int | None = None) -> list[Memory]:
+def list_memories(
+    conn: apsw.Connection,
+    namespaces: Sequence[str] | None = None,
+    type_: str | None = None,
+    as_of: str | None = None,
+    include_superseded: bool = False,
+    limit: int | None = None,
+) -> list[Memory]:
     where, params = _validity_clause(as_of, include_superseded)
     clauses = [where]
     if namespaces:
@@ -161,8 +227,13 @@ class Candidate:
     trust_score: float
 
 
-def similar_candidates(conn: apsw.Connection, terms: Sequence[str], namespace: str,
-                       exclude: Sequence[str] = (), limit: int = 64) -> list[Candidate]:
+def similar_candidates(
+    conn: apsw.Connection,
+    terms: Sequence[str],
+    namespace: str,
+    exclude: Sequence[str] = (),
+    limit: int = 64,
+) -> list[Candidate]:
     """Live rows of one namespace that contain at least one of `terms`, best BM25 first."""
     match = or_query(terms)
     if match is None:
@@ -186,8 +257,17 @@ def similar_candidates(conn: apsw.Connection, terms: Sequence[str], namespace: s
     ]
 
 
-def refresh(conn: apsw.Connection, memory_id: str, *, tags: Sequence[str], taint: str,
-            confidence: float, signal: str, trust_score: float, at: str) -> None:
+def refresh(
+    conn: apsw.Connection,
+    memory_id: str,
+    *,
+    tags: Sequence[str],
+    taint: str,
+    confidence: float,
+    signal: str,
+    trust_score: float,
+    at: str,
+) -> None:
     conn.execute(
         "UPDATE memory SET tags = ?, taint = ?, confidence = ?, signal = ?, trust_score = ?, "
         "refreshed_at = ? WHERE id = ?",
@@ -227,8 +307,7 @@ def successor_of(conn: apsw.Connection, memory_id: str) -> str | None:
 
 def bump_retrieved(conn: apsw.Connection, ids: Sequence[str], at: str) -> None:
     conn.executemany(
-        "UPDATE memory SET retrieval_count = retrieval_count + 1, last_retrieved = ? "
-        "WHERE id = ?",
+        "UPDATE memory SET retrieval_count = retrieval_count + 1, last_retrieved = ? WHERE id = ?",
         [(at, i) for i in ids],
     )
 
@@ -250,17 +329,24 @@ def stats(conn: apsw.Connection, floor: float, injection_tag: str) -> dict[str, 
     total, live = conn.execute(
         "SELECT count(*), count(*) FILTER (WHERE superseded_at IS NULL) FROM memory"
     ).fetchone()
-    by_ns = dict(conn.execute(
-        "SELECT namespace, count(*) FROM memory WHERE superseded_at IS NULL "
-        "GROUP BY namespace ORDER BY count(*) DESC, namespace"
-    ))
-    by_type = dict(conn.execute(
-        "SELECT type, count(*) FROM memory WHERE superseded_at IS NULL GROUP BY type ORDER BY type"
-    ))
-    by_taint = dict(conn.execute(
-        "SELECT taint, count(*) FROM memory WHERE superseded_at IS NULL "
-        "GROUP BY taint ORDER BY taint"
-    ))
+    by_ns = dict(
+        conn.execute(
+            "SELECT namespace, count(*) FROM memory WHERE superseded_at IS NULL "
+            "GROUP BY namespace ORDER BY count(*) DESC, namespace"
+        )
+    )
+    by_type = dict(
+        conn.execute(
+            "SELECT type, count(*) FROM memory WHERE superseded_at IS NULL "
+            "GROUP BY type ORDER BY type"
+        )
+    )
+    by_taint = dict(
+        conn.execute(
+            "SELECT taint, count(*) FROM memory WHERE superseded_at IS NULL "
+            "GROUP BY taint ORDER BY taint"
+        )
+    )
     below_floor, injection, embedded = conn.execute(
         "SELECT count(*) FILTER (WHERE confidence < ?), "
         "count(*) FILTER (WHERE ',' || tags || ',' LIKE ?), "

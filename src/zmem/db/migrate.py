@@ -70,8 +70,9 @@ def load_migrations() -> list[Migration]:
         if not match:
             continue
         version = int(match.group(1))
-        found.append(Migration(version, match.group(2), entry.read_text("utf-8"),
-                               _STEPS.get(version)))
+        found.append(
+            Migration(version, match.group(2), entry.read_text("utf-8"), _STEPS.get(version))
+        )
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
     if versions != list(range(1, len(found) + 1)) or versions[-1] != SCHEMA_VERSION:
@@ -89,8 +90,9 @@ def schema_version(conn: apsw.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def migrate(conn: apsw.Connection, allow_newer: bool = False,
-            notice: Callable[[int], None] | None = None) -> int:
+def migrate(
+    conn: apsw.Connection, allow_newer: bool = False, notice: Callable[[int], None] | None = None
+) -> int:
     """Bring the store to SCHEMA_VERSION; returns the version the store is at afterwards.
 
     Each migration re-reads the version inside its own write transaction, so two processes

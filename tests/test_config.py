@@ -1,0 +1,112 @@
+"""Settings resolution: defaults, every override path, clamps, bad values, and the clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zmem import config
+from zmem.errors import ConfigError, UsageError
+
+
+def test_defaults_follow_the_spec(tmp_path):
+    s = config.load_settings({"HOME": str(tmp_path)})
+    assert s.store_path == Path("~/.zmem/store.sqlite").expanduser()
+    assert (s.capture_mode, s.embed_profile, s.link_threshold) == ("manual", "minilm", 0.75)
+    assert (s.inject_floor_prompt, s.inject_floor_recent, s.inject_floor_gate_none) == (
+        0.25,
+        0.5,
+        0.4,
+    )
+    assert (s.inject_token_budget, s.mmr_lambda) == (1500, 0.7)
+    assert (s.unfold_top_k, s.unfold_max_hops, s.unfold_budget) == (3, 3, 4)
+    assert s.allow_newer_schema is False and s.query_context is True and s.warnings == ()
+
+
+def test_store_and_data_dir_resolution(tmp_path):
+    s = config.load_settings({"ZMEM_DATA": str(tmp_path / "d")})
+    assert s.data_dir == tmp_path / "d" and s.store_path == tmp_path / "d" / "store.sqlite"
+    s = config.load_settings(
+        {"ZMEM_DATA": str(tmp_path / "d"), "ZMEM_STORE": str(tmp_path / "x.sqlite")}
+    )
+    assert s.store_path == tmp_path / "x.sqlite"
+    s = config.load_settings(
+        {"ZMEM_STORE": str(tmp_path / "x.sqlite")}, store_path=tmp_path / "y.sqlite"
+    )
+    assert s.store_path == tmp_path / "y.sqlite"
+
+
+def test_overrides_and_clamps():
+    s = config.load_settings(
+        {
+            "ZMEM_LINK_THRESHOLD": "0.6",
+            "ZMEM_UNFOLD_TOP_K": "99",
+            "ZMEM_UNFOLD_BUDGET": "0",
+            "ZMEM_MMR_LAMBDA": "1.5",
+            "ZMEM_CAPTURE_MODE": "AUTO",
+            "ZMEM_EMBED_PROFILE": "fake",
+            "ZMEM_ALLOW_NEWER_SCHEMA": "1",
+            "ZMEM_QUERY_CONTEXT": "0",
+            "ZMEM_KEEPER_COMPRESS_CHARS": "-5",
+            "ZMEM_INJECT_TOKEN_BUDGET": "900",
+        }
+    )
+    assert s.link_threshold == 0.6 and s.unfold_top_k == 10 and s.unfold_budget == 1
+    assert s.mmr_lambda == 1.0 and s.capture_mode == "auto" and s.embed_profile == "fake"
+    assert s.allow_newer_schema and not s.query_context
+    assert s.keeper_compress_chars == 4000 and s.inject_token_budget == 900
+
+
+def test_unparseable_numbers_fall_back_with_a_warning():
+    s = config.load_settings(
+        {"ZMEM_LINK_THRESHOLD": "high", "ZMEM_MMR_LAMBDA": "nan", "ZMEM_QUERY_CONTEXT": "maybe"}
+    )
+    assert s.link_threshold == 0.75 and s.mmr_lambda == 0.7 and s.query_context is True
+    assert len(s.warnings) == 3 and "ZMEM_LINK_THRESHOLD" in s.warnings[0]
+
+
+@pytest.mark.parametrize(
+    "env", [{"ZMEM_CAPTURE_MODE": "sometimes"}, {"ZMEM_EMBED_PROFILE": "qwen3"}]
+)
+def test_values_that_change_writes_are_refused(env):
+    with pytest.raises(ConfigError):
+        config.load_settings(env)
+
+
+def test_settings_are_frozen():
+    s = config.load_settings({})
+    with pytest.raises(AttributeError):
+        s.capture_mode = "auto"  # type: ignore[misc]
+
+
+def test_now_reads_the_pinned_clock_at_every_call(monkeypatch):
+    monkeypatch.setenv("ZMEM_TEST_NOW", "2026-01-01T00:00:00Z")
+    assert config.now_iso() == "2026-01-01T00:00:00.000000Z"
+    monkeypatch.setenv("ZMEM_TEST_NOW", "2026-06-01T12:30:00+02:00")
+    assert config.now_iso() == "2026-06-01T10:30:00.000000Z"
+    monkeypatch.delenv("ZMEM_TEST_NOW")
+    assert config.now_iso() > "2026-06-01"
+
+
+def test_bad_pinned_clock_is_a_config_error(monkeypatch):
+    monkeypatch.setenv("ZMEM_TEST_NOW", "tuesday")
+    with pytest.raises(ConfigError):
+        config.now()
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("2026-03-01", "2026-03-01T00:00:00.000000Z"),
+        ("2026-03-01T10:00:00", "2026-03-01T10:00:00.000000Z"),
+        ("2026-03-01T10:00:00.5Z", "2026-03-01T10:00:00.500000Z"),
+    ],
+)
+def test_instants_normalise_to_one_sortable_shape(text, expected):
+    assert config.normalize_instant(text) == expected
+
+
+def test_bad_instant_is_a_usage_error():
+    with pytest.raises(UsageError):
+        config.normalize_instant("last week")

@@ -1,0 +1,130 @@
+"""Property tests (hypothesis) for the store's invariants: any Unicode content round-trips,
+dedup never merges polarity-opposite twins, and tombstones are write-once."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zmem import MemoryStore
+from zmem.errors import Refusal
+from zmem.models import MAX_CONTENT_CHARS
+
+# Any Unicode scalar value except lone surrogates, which cannot be encoded and are refused.
+unicode_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=2000
+).filter(lambda s: s.strip())
+
+words = st.lists(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=9).filter(
+        lambda w: (
+            w
+            not in {
+                "not",
+                "never",
+                "always",
+                "avoid",
+                "stop",
+                "don",
+                "nor",
+                "none",
+                "nothing",
+                "without",
+                "cannot",
+                "must",
+                "should",
+                "does",
+                "enable",
+                "allow",
+                "disable",
+                "forbid",
+                "nobody",
+            }
+        )
+    ),
+    min_size=3,
+    max_size=15,
+    unique=True,
+)
+
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@pytest.fixture
+def shared_store(tmp_path):
+    with MemoryStore.open(tmp_path / "prop.sqlite") as s:
+        yield s
+
+
+@SETTINGS
+@given(content=unicode_text)
+def test_content_round_trips_through_add_and_get(shared_store, content):
+    # A fresh namespace per example: dedup would otherwise (rightly) fold "N" into "Ñ".
+    ns = f"project:{uuid.uuid4().hex}"
+    r = shared_store.add(content, namespace=ns, type="fact", signal="test")
+    assert r.result == "stored"
+    assert shared_store.get(r.id).content == content
+
+
+@settings(
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.integers(min_value=MAX_CONTENT_CHARS - 50, max_value=MAX_CONTENT_CHARS),
+    st.characters(blacklist_categories=("Cs", "Zs", "Cc", "Zl", "Zp")),
+)
+def test_content_at_the_cap_round_trips(shared_store, length, ch):
+    content = ch * length
+    r = shared_store.add(
+        content, namespace=f"project:{uuid.uuid4().hex}", type="fact", signal="test"
+    )
+    assert shared_store.get(r.id).content == content
+
+
+@SETTINGS
+@given(body=words, negation=st.sampled_from(["never", "do not", "don't", "avoid", "not"]))
+def test_dedup_never_merges_polarity_opposite_twins(shared_store, body, negation):
+    namespace = f"project:{uuid.uuid4().hex}"
+    sentence = " ".join(body)
+    pos = shared_store.add(f"always {sentence}", namespace=namespace, type="lesson", signal="test")
+    neg = shared_store.add(
+        f"{negation} {sentence}", namespace=namespace, type="lesson", signal="test"
+    )
+    assert neg.id != pos.id and neg.result == "stored"
+    assert shared_store.get(pos.id).live and shared_store.get(neg.id).live
+    assert shared_store.get(neg.id).content == f"{negation} {sentence}"
+    # ...while the same polarity re-added does fold in.
+    again = shared_store.add(
+        f"always {sentence}", namespace=namespace, type="lesson", signal="test"
+    )
+    assert (again.result, again.id) == ("deduped", pos.id)
+    assert neg.contradicts == (pos.id,)
+
+
+@SETTINGS
+@given(
+    reason=st.text(min_size=1, max_size=50).filter(lambda s: s.strip()),
+    second=st.sampled_from(["invalidate", "supersede", "update"]),
+)
+def test_tombstones_are_write_once(shared_store, reason, second):
+    r = shared_store.add(
+        f"fact {reason!r}", namespace=f"project:{uuid.uuid4().hex}", type="fact", signal="test"
+    )
+    done = shared_store.invalidate(r.id, reason)
+    before = shared_store.get(r.id)
+    with pytest.raises(Refusal):
+        if second == "invalidate":
+            shared_store.invalidate(r.id, reason + " again")
+        elif second == "supersede":
+            shared_store.supersede(r.id, "later")
+        else:
+            shared_store.update(r.id, "new content")
+    after = shared_store.get(r.id)
+    assert after == before
+    assert (after.superseded_at, after.valid_until) == (done.superseded_at, done.superseded_at)
+    assert after.supersede_reason == reason.strip()
