@@ -9,8 +9,9 @@ trap 'rm -rf "$work"' EXIT
 export ZMEM_STORE="$work/store.sqlite" ZMEM_DATA="$work"
 NS=project:demo
 
-step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
-run() { printf '$ zmem %s\n' "$*"; "$ZMEM" "$@"; }
+if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold="" plain=""; fi
+step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
+run() { printf '$ zmem'; printf ' %q' "$@"; printf '\n'; "$ZMEM" "$@"; }
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 step "Day 1: the agent captures what it learned (store: $ZMEM_STORE)"
