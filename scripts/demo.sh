@@ -11,7 +11,14 @@ NS=project:demo
 
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold="" plain=""; fi
 step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
-run() { printf '$ zmem'; printf ' %q' "$@"; printf '\n'; "$ZMEM" "$@"; }
+run() {
+    printf '$ zmem'
+    for arg in "$@"; do
+        if [[ $arg =~ [[:space:]\`\$\"\;] ]]; then printf " '%s'" "$arg"; else printf ' %s' "$arg"; fi
+    done
+    printf '\n'
+    "$ZMEM" "$@"
+}
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 step "Day 1: the agent captures what it learned (store: $ZMEM_STORE)"
