@@ -26,6 +26,7 @@ from zmem.models import (
     INJECTION_TAG,
     LINK_RELATIONS,
     SYMMETRIC_RELATIONS,
+    SYSTEM_TAGS,
     TRUST_CORROBORATION_DELTA,
     Entity,
     Link,
@@ -127,13 +128,14 @@ class MemoryStore:
             confidence=confidence,
             capture_mode=capture_mode or self.settings.capture_mode,
         )
+        vector = self._embed(row.content)
         with transaction(self._conn):
             return writer.write(
                 self._conn,
                 row,
                 at=config.now_iso(),
                 link_threshold=self.settings.link_threshold,
-                embedder=self._embedder,
+                vector=vector,
             )
 
     def update(
@@ -164,13 +166,15 @@ class MemoryStore:
             content,
             namespace=namespace or target.namespace,
             type=type or target.type,
-            tags=target.tags if tags is None else tags,
+            # System tags are re-derived from the new text, never inherited.
+            tags=[t for t in target.tags if t not in SYSTEM_TAGS] if tags is None else tags,
             signal=new_signal,
             taint=worst_taint(target.taint, taint) if taint else target.taint,
             source_ref=target.source_ref if source_ref is None else source_ref,
             confidence=confidence,
             capture_mode=capture_mode or self.settings.capture_mode,
         )
+        vector = self._embed(row.content)
         with transaction(self._conn):
             at = config.now_iso()
             # Re-checked under the write lock: another session may have tombstoned it.
@@ -181,10 +185,14 @@ class MemoryStore:
                 row,
                 at=at,
                 link_threshold=self.settings.link_threshold,
-                embedder=self._embedder,
+                vector=vector,
                 update_of=target.id,
                 exclude=(target.id,),
             )
+
+    def _embed(self, content: str) -> writer.Vector:
+        # Outside the transaction: a model call must never hold the store's write lock.
+        return self._embedder(content) if self._embedder is not None else None
 
     def invalidate(self, memory_id: str, reason: str | None) -> TombstoneResult:
         """Record that a fact is no longer true. The reason is required so it is auditable."""

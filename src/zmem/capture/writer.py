@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import apsw
@@ -31,7 +31,8 @@ DEDUP_THRESHOLD = 0.85
 CANDIDATE_LIMIT = 64
 LINKS_PER_WRITE = 8
 
-Embedder = Callable[[str], tuple[bytes, str] | None]
+# (vector bytes, model marker) computed before the write lock is taken.
+Vector = tuple[bytes, str] | None
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ def write(
     *,
     at: str,
     link_threshold: float,
-    embedder: Embedder | None = None,
+    vector: Vector = None,
     update_of: str | None = None,
     exclude: Sequence[str] = (),
 ) -> WriteResult:
@@ -167,7 +168,6 @@ def write(
         return WriteResult(twin.id, "deduped", False, row.warnings, replaced=update_of)
 
     new_id = str(uuid.uuid4())
-    vector = embedder(row.content) if embedder is not None else None
     memories.insert(
         conn,
         memories.NewMemory(
