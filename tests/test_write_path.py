@@ -459,3 +459,9 @@ def test_update_rederives_system_tags_instead_of_inheriting_them(store):
     assert "prompt-injection-risk" in store.get(old.id).tags
     new = store.get(store.update(old.id, "Merges need two approvals").id)
     assert new.tags == ("ci",)
+
+
+@pytest.mark.parametrize("ns", ["project:café-ünïcode", "team:a/b c".replace(" ", "_"), "x:1"])
+def test_dedup_works_in_any_namespace_spelling(store, ns):
+    a = add_row(store, "Use rg instead of grep for search", namespace=ns)
+    assert add_row(store, "Use rg instead of grep for search!", namespace=ns).id == a.id

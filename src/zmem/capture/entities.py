@@ -260,6 +260,9 @@ def _from_code(span: str) -> list[EntityMention]:
 
 def _path_name(tok: str) -> str | None:
     name = tok.strip("([{<\"'“”‘’*").rstrip(".,;:!?)]}>\"'”’*")
+    # Most words are plain prose: skip the regex work unless the word could be a path.
+    if not any(c in name for c in "/\\.") and name.casefold() not in _W["files"]:
+        return None
     name = re.sub(r"(?::\d+)+$|#L\d+(?:-L?\d+)?$", "", name).rstrip(".,;:")  # store.py:42
     if not any(c.isalpha() for c in name) or normalize_alias(name) in _ALIAS_TO_KEY:
         return None  # "Node.js" is a tool, "1/2" and "2024/01/05" are numbers

@@ -3,6 +3,7 @@ misspelling of it would strand a memory where nothing ever recalls it: refuse th
 
 from __future__ import annotations
 
+import functools
 import re
 
 from zmem.errors import Refusal, UsageError
@@ -27,6 +28,7 @@ def _edit_distance(a: str, b: str, cap: int) -> int:
     return previous[-1]
 
 
+@functools.lru_cache(maxsize=256)  # one process writes to a handful of namespaces
 def is_near_miss_global(namespace: str) -> bool:
     if namespace == GLOBAL_NAMESPACE:
         return False

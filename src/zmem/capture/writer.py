@@ -28,7 +28,6 @@ from zmem.tokens import jaccard, number_tokens, similarity_norm
 # Jaccard on similarity tokens above which two rows say the same thing. Deliberately well above
 # the link threshold: a false merge loses a memory, a missed merge only costs a duplicate.
 DEDUP_THRESHOLD = 0.85
-CANDIDATE_LIMIT = 64
 LINKS_PER_WRITE = 8
 
 # (vector bytes, model marker) computed before the write lock is taken.
@@ -52,7 +51,7 @@ def prefix_terms(conn: apsw.Connection, tokens: frozenset[str], threshold: float
     need = math.floor((1.0 - threshold) * len(tokens) + 1e-9) + 1
     counts = memories.term_document_counts(conn, sorted(tokens))
     ranked = sorted(tokens, key=lambda t: (counts[t], t))[:need]
-    # A term no stored row contains cannot find a candidate; if every chosen term is unseen,
+    # A term no stored row holds cannot find a candidate; if every chosen term is unseen,
     # no row can reach the threshold at all.
     return [t for t in ranked if counts[t] > 0]
 
@@ -60,35 +59,33 @@ def prefix_terms(conn: apsw.Connection, tokens: frozenset[str], threshold: float
 def find_neighbours(
     conn: apsw.Connection,
     content: str,
+    norm: str,
     namespace: str,
     threshold: float,
     exclude: Sequence[str] = (),
 ) -> list[Neighbour]:
-    norm = similarity_norm(content)
     tokens = frozenset(norm.split())
     terms = prefix_terms(conn, tokens, threshold)
     if not terms:
         return []
+    scored = {}
+    for other_id, other_norm in memories.similar_norms(conn, terms, namespace, exclude):
+        sim = jaccard(tokens, frozenset(other_norm.split()))
+        if sim >= threshold:
+            scored[other_id] = sim
+    if not scored:
+        return []
     mine_polarity = polarity(content)
     mine_numbers = number_tokens(tokens)
-    found = []
-    for cand in memories.similar_candidates(conn, terms, namespace, exclude, CANDIDATE_LIMIT):
-        other = (
-            frozenset(cand.content_norm.split())
-            if cand.content_norm
-            else frozenset(similarity_norm(cand.content).split())
+    found = [
+        Neighbour(
+            cand,
+            scored[cand.id],
+            polarity(cand.content) == mine_polarity,
+            number_tokens(frozenset(cand.content_norm.split())) == mine_numbers,
         )
-        sim = jaccard(tokens, other)
-        if sim < threshold:
-            continue
-        found.append(
-            Neighbour(
-                cand,
-                sim,
-                polarity(cand.content) == mine_polarity,
-                number_tokens(other) == mine_numbers,
-            )
-        )
+        for cand in memories.candidates(conn, list(scored))
+    ]
     found.sort(key=lambda n: (-n.similarity, n.candidate.id))
     return found
 
@@ -154,7 +151,8 @@ def write(
 ) -> WriteResult:
     """Store `row` (or fold it into a near-identical twin). Must run inside a transaction."""
     threshold = min(link_threshold, DEDUP_THRESHOLD)
-    neighbours = find_neighbours(conn, row.content, row.namespace, threshold, exclude)
+    norm = similarity_norm(row.content)
+    neighbours = find_neighbours(conn, row.content, norm, row.namespace, threshold, exclude)
     twins = [
         n
         for n in neighbours
@@ -173,7 +171,7 @@ def write(
         memories.NewMemory(
             id=new_id,
             content=row.content,
-            content_norm=similarity_norm(row.content),
+            content_norm=norm,
             type=row.type,
             tags=row.tags,
             namespace=row.namespace,

@@ -13,3 +13,8 @@ def quote_term(term: str) -> str:
 def or_query(terms: Iterable[str]) -> str | None:
     quoted = [quote_term(t) for t in dict.fromkeys(terms) if t]
     return " OR ".join(quoted) if quoted else None
+
+
+def namespace_token(namespace: str) -> str:
+    """The single FTS token memory.ns_token indexes for a namespace (see migration 0008)."""
+    return "ns" + namespace.encode("utf-8").hex()

@@ -10,7 +10,7 @@ from typing import Any
 
 import apsw
 
-from zmem.db.fts import or_query
+from zmem.db.fts import namespace_token, or_query, quote_term
 from zmem.models import Memory
 
 _COLUMNS = (
@@ -140,6 +140,10 @@ def insert(conn: apsw.Connection, m: NewMemory) -> None:
             m.created_at if m.embedding is not None else None,
         ),
     )
+    conn.executemany(
+        "INSERT INTO term_df (term, df) VALUES (?, 1) ON CONFLICT (term) DO UPDATE SET df = df + 1",
+        [(t,) for t in m.content_norm.split()],
+    )
 
 
 def get(conn: apsw.Connection, memory_id: str) -> Memory | None:
@@ -203,15 +207,15 @@ def list_memories(
 
 
 def term_document_counts(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, int]:
-    """How many indexed rows contain each term (0 for unseen terms)."""
+    """How many stored rows hold each similarity term (0 for unseen terms)."""
     counts = dict.fromkeys(terms, 0)
     if not terms:
         return counts
     marks = ",".join("?" * len(terms))
-    for term, doc in conn.execute(
-        f"SELECT term, doc FROM memory_vocab WHERE term IN ({marks})", tuple(terms)
+    for term, df in conn.execute(
+        f"SELECT term, df FROM term_df WHERE term IN ({marks})", tuple(terms)
     ):
-        counts[term] = doc
+        counts[term] = df
     return counts
 
 
@@ -227,34 +231,53 @@ class Candidate:
     trust_score: float
 
 
-def similar_candidates(
+# Past this many matches the terms were not rare after all; fall back to the best-ranked few
+# rather than comparing against thousands of rows.
+SCAN_CAP = 2000
+
+
+def similar_norms(
     conn: apsw.Connection,
     terms: Sequence[str],
     namespace: str,
     exclude: Sequence[str] = (),
-    limit: int = 64,
-) -> list[Candidate]:
-    """Live rows of one namespace that contain at least one of `terms`, best BM25 first."""
+    fallback_limit: int = 64,
+) -> list[tuple[str, str]]:
+    """(id, content_norm) of live rows in one namespace whose content holds one of `terms`."""
     match = or_query(terms)
     if match is None:
         return []
-    params: list[Any] = [match, namespace]
-    extra = ""
-    if exclude:
-        extra = f" AND m.id NOT IN ({','.join('?' * len(exclude))})"
-        params.extend(exclude)
-    params.append(limit)
-    rows = conn.execute(
-        "SELECT m.id, m.content, m.content_norm, m.tags, m.taint, m.confidence, m.signal, "
-        "m.trust_score FROM memory_fts JOIN memory m ON m.rid = memory_fts.rowid "
-        "WHERE memory_fts MATCH ? AND m.namespace = ? AND m.superseded_at IS NULL"
-        f"{extra} ORDER BY memory_fts.rank LIMIT ?",
-        params,
+    match = f"content : ({match}) AND ns_token : {quote_term(namespace_token(namespace))}"
+    base = (
+        "SELECT m.id, m.content_norm FROM memory_fts JOIN memory m ON m.rid = memory_fts.rowid "
+        "WHERE memory_fts MATCH ? AND m.superseded_at IS NULL"
     )
-    return [
-        Candidate(id_, content, norm or "", split_tags(tags), taint, conf, signal, trust)
-        for id_, content, norm, tags, taint, conf, signal, trust in rows
-    ]
+    params: list[Any] = [match]
+    if exclude:
+        base += f" AND m.id NOT IN ({','.join('?' * len(exclude))})"
+        params.extend(exclude)
+    rows = list(conn.execute(base + " LIMIT ?", [*params, SCAN_CAP + 1]))
+    if len(rows) > SCAN_CAP:
+        rows = list(
+            conn.execute(base + " ORDER BY memory_fts.rank LIMIT ?", [*params, fallback_limit])
+        )
+    return [(id_, norm or "") for id_, norm in rows]
+
+
+def candidates(conn: apsw.Connection, ids: Sequence[str]) -> list[Candidate]:
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        "SELECT id, content, content_norm, tags, taint, confidence, signal, trust_score "
+        f"FROM memory WHERE id IN ({marks})",
+        tuple(ids),
+    )
+    found = {
+        r[0]: Candidate(r[0], r[1], r[2] or "", split_tags(r[3]), r[4], r[5], r[6], r[7])
+        for r in rows
+    }
+    return [found[i] for i in ids if i in found]
 
 
 def refresh(

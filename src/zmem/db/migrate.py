@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -34,10 +35,10 @@ class Migration:
 
 def _backfill_content_norm(conn: apsw.Connection) -> None:
     rows = list(conn.execute("SELECT rid, content FROM memory WHERE content_norm IS NULL"))
-    conn.executemany(
-        "UPDATE memory SET content_norm = ? WHERE rid = ?",
-        [(similarity_norm(content), rid) for rid, content in rows],
-    )
+    norms = [(similarity_norm(content), rid) for rid, content in rows]
+    conn.executemany("UPDATE memory SET content_norm = ? WHERE rid = ?", norms)
+    df: Counter[str] = Counter(t for norm, _ in norms for t in norm.split())
+    conn.executemany("INSERT INTO term_df (term, df) VALUES (?, ?)", sorted(df.items()))
 
 
 def _normalise_merged_from(conn: apsw.Connection) -> None:
