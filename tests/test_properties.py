@@ -128,3 +128,36 @@ def test_tombstones_are_write_once(shared_store, reason, second):
     assert after == before
     assert (after.superseded_at, after.valid_until) == (done.superseded_at, done.superseded_at)
     assert after.supersede_reason == reason.strip()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    base=st.lists(
+        st.sampled_from(["tok" + chr(97 + i // 26) + chr(97 + i % 26) for i in range(40)]),
+        min_size=12,
+        max_size=24,
+        unique=True,
+    ),
+    noise=st.lists(
+        st.lists(
+            st.sampled_from(["tok" + chr(97 + i // 26) + chr(97 + i % 26) for i in range(40)]),
+            min_size=5,
+            max_size=20,
+            unique=True,
+        ),
+        max_size=30,
+    ),
+    drop=st.integers(min_value=0, max_value=1),
+)
+def test_prefix_filter_never_misses_a_twin(shared_store, base, noise, drop):
+    """Candidates come from the rarest terms only; a near-identical row must still be found
+    however the other rows skew the term counts."""
+    ns = f"project:{uuid.uuid4().hex}"
+    for words_ in noise:
+        shared_store.add(" ".join(words_), namespace=ns, type="fact", signal="test")
+    first = shared_store.add(" ".join(base), namespace=ns, type="fact", signal="test")
+    # Dropping one token of >= 12 keeps Jaccard >= 11/12 > 0.85.
+    twin = shared_store.add(" ".join(base[drop:]), namespace=ns, type="fact", signal="test")
+    assert (twin.result, twin.id) == ("deduped", first.id)

@@ -3,6 +3,7 @@ user input (quotes, NEAR(, *, -, parentheses) can ever be parsed as FTS5 syntax.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
 
@@ -15,6 +16,9 @@ def or_query(terms: Iterable[str]) -> str | None:
     return " OR ".join(quoted) if quoted else None
 
 
-def namespace_token(namespace: str) -> str:
-    """The single FTS token memory.ns_token indexes for a namespace (see migration 0008)."""
-    return "ns" + namespace.encode("utf-8").hex()
+def dedup_terms(namespace: str, tokens: Iterable[str]) -> list[str]:
+    """Similarity tokens as dedup_fts indexes them: prefixed with a short namespace id so each
+    posting list holds one namespace (see migration 0008). An id collision between namespaces
+    only adds candidates, which the caller's namespace check drops."""
+    space = hashlib.blake2b(namespace.encode("utf-8"), digest_size=4).hexdigest()
+    return [f"n{space}q{t}" for t in tokens]

@@ -10,7 +10,7 @@ from typing import Any
 
 import apsw
 
-from zmem.db.fts import namespace_token, or_query, quote_term
+from zmem.db.fts import dedup_terms, or_query
 from zmem.models import Memory
 
 _COLUMNS = (
@@ -140,9 +140,14 @@ def insert(conn: apsw.Connection, m: NewMemory) -> None:
             m.created_at if m.embedding is not None else None,
         ),
     )
+    terms = dedup_terms(m.namespace, m.content_norm.split())
+    conn.execute(
+        "INSERT INTO dedup_fts (rowid, terms) VALUES (?, ?)",
+        (conn.last_insert_rowid(), " ".join(terms)),
+    )
     conn.executemany(
         "INSERT INTO term_df (term, df) VALUES (?, 1) ON CONFLICT (term) DO UPDATE SET df = df + 1",
-        [(t,) for t in m.content_norm.split()],
+        [(t,) for t in terms],
     )
 
 
@@ -207,7 +212,7 @@ def list_memories(
 
 
 def term_document_counts(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, int]:
-    """How many stored rows hold each similarity term (0 for unseen terms)."""
+    """How many stored rows hold each dedup term (0 for unseen terms)."""
     counts = dict.fromkeys(terms, 0)
     if not terms:
         return counts
@@ -231,8 +236,7 @@ class Candidate:
     trust_score: float
 
 
-# Past this many matches the terms were not rare after all; fall back to the best-ranked few
-# rather than comparing against thousands of rows.
+# Past this many matches a candidate query falls back to the best-ranked few.
 SCAN_CAP = 2000
 
 
@@ -241,26 +245,23 @@ def similar_norms(
     terms: Sequence[str],
     namespace: str,
     exclude: Sequence[str] = (),
-    fallback_limit: int = 64,
 ) -> list[tuple[str, str]]:
-    """(id, content_norm) of live rows in one namespace whose content holds one of `terms`."""
+    """(id, content_norm) of live rows in `namespace` holding one of the dedup `terms`."""
     match = or_query(terms)
     if match is None:
         return []
-    match = f"content : ({match}) AND ns_token : {quote_term(namespace_token(namespace))}"
     base = (
-        "SELECT m.id, m.content_norm FROM memory_fts JOIN memory m ON m.rid = memory_fts.rowid "
-        "WHERE memory_fts MATCH ? AND m.superseded_at IS NULL"
+        "SELECT m.id, m.content_norm FROM dedup_fts JOIN memory m ON m.rid = dedup_fts.rowid "
+        "WHERE dedup_fts MATCH ? AND m.namespace = ? AND m.superseded_at IS NULL"
     )
-    params: list[Any] = [match]
+    params: list[Any] = [match, namespace]
     if exclude:
         base += f" AND m.id NOT IN ({','.join('?' * len(exclude))})"
         params.extend(exclude)
     rows = list(conn.execute(base + " LIMIT ?", [*params, SCAN_CAP + 1]))
     if len(rows) > SCAN_CAP:
-        rows = list(
-            conn.execute(base + " ORDER BY memory_fts.rank LIMIT ?", [*params, fallback_limit])
-        )
+        # The terms were not rare after all: compare against the best-ranked few instead.
+        rows = list(conn.execute(base + " ORDER BY dedup_fts.rank LIMIT ?", [*params, 64]))
     return [(id_, norm or "") for id_, norm in rows]
 
 

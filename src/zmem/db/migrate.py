@@ -14,6 +14,7 @@ from importlib import resources
 import apsw
 
 from zmem.db.connect import transaction
+from zmem.db.fts import dedup_terms
 from zmem.errors import SchemaError
 from zmem.tokens import similarity_norm
 
@@ -33,11 +34,15 @@ class Migration:
     step: Callable[[apsw.Connection], None] | None = None
 
 
-def _backfill_content_norm(conn: apsw.Connection) -> None:
-    rows = list(conn.execute("SELECT rid, content FROM memory WHERE content_norm IS NULL"))
-    norms = [(similarity_norm(content), rid) for rid, content in rows]
-    conn.executemany("UPDATE memory SET content_norm = ? WHERE rid = ?", norms)
-    df: Counter[str] = Counter(t for norm, _ in norms for t in norm.split())
+def _backfill_dedup_index(conn: apsw.Connection) -> None:
+    rows = list(conn.execute("SELECT rid, namespace, content FROM memory"))
+    df: Counter[str] = Counter()
+    for rid, namespace, content in rows:
+        norm = similarity_norm(content)
+        terms = dedup_terms(namespace, norm.split())
+        conn.execute("UPDATE memory SET content_norm = ? WHERE rid = ?", (norm, rid))
+        conn.execute("INSERT INTO dedup_fts (rowid, terms) VALUES (?, ?)", (rid, " ".join(terms)))
+        df.update(terms)
     conn.executemany("INSERT INTO term_df (term, df) VALUES (?, ?)", sorted(df.items()))
 
 
@@ -56,7 +61,7 @@ def _normalise_merged_from(conn: apsw.Connection) -> None:
 
 
 _STEPS: dict[int, Callable[[apsw.Connection], None]] = {
-    8: _backfill_content_norm,
+    8: _backfill_dedup_index,
     11: _normalise_merged_from,
 }
 
