@@ -26,6 +26,11 @@ def connect(path: Path | str) -> apsw.Connection:
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA temp_store = MEMORY")
+    # A 32 MB page cache keeps the FTS and index interior pages of a 100k-row store resident, and
+    # checkpointing every 4000 pages (16 MB of WAL) instead of 1000 writes a hot page back once
+    # instead of four times: together 579 -> 638 adds/s at 30k rows (bench/write_path.py).
+    conn.execute("PRAGMA cache_size = -32768")
+    conn.execute("PRAGMA wal_autocheckpoint = 4000")
     return conn
 
 
