@@ -386,3 +386,15 @@ def test_entry_points_run_the_same_cli(store_path, entry):
         [*entry, "get", "--id", MISSING], env=env, capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 1
+
+
+def test_unusable_store_paths_fail_with_one_line(run_cli, tmp_path):
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not a database" * 100)
+    for path in (folder, junk):
+        r = run_cli("--store", str(path), "stats")
+        assert r.exit_code == 2
+        assert one_error_line(r).startswith("zmem: error: cannot ")
+    assert junk.read_bytes() == b"this is not a database" * 100

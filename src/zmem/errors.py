@@ -26,6 +26,10 @@ class SchemaError(ZMemError):
     """The store's schema is newer than this client supports, or otherwise unusable."""
 
 
+class StoreUnavailable(ZMemError):
+    """The store file cannot be opened or used: not a database, unreadable, or locked too long."""
+
+
 class NotFound(ZMemError):
     """The target id does not exist (exit 1)."""
 

@@ -21,7 +21,7 @@ from zmem.db import graph, memories
 from zmem.db.connect import connect, read_snapshot, transaction
 from zmem.db.migrate import SCHEMA_VERSION, migrate
 from zmem.embedding.profiles import load_embedder
-from zmem.errors import NotFound, Refusal, UsageError
+from zmem.errors import NotFound, Refusal, StoreUnavailable, UsageError
 from zmem.models import (
     INJECTION_TAG,
     LINK_RELATIONS,
@@ -68,13 +68,19 @@ class MemoryStore:
             settings = config.load_settings(store_path=path)
         elif path is not None:
             settings = dataclasses.replace(settings, store_path=Path(path).expanduser())
-        conn = connect(settings.store_path)
+        try:
+            conn = connect(settings.store_path)
+        except (apsw.Error, OSError) as exc:
+            raise StoreUnavailable(f"cannot open store {settings.store_path}: {exc}") from exc
         try:
             version = migrate(
                 conn, settings.allow_newer_schema, lambda v: _notice_newer_schema(settings, v)
             )
             store = cls(conn, settings, version)
             store._run_pending_backfills()
+        except apsw.Error as exc:
+            conn.close()
+            raise StoreUnavailable(f"cannot use store {settings.store_path}: {exc}") from exc
         except BaseException:
             conn.close()
             raise

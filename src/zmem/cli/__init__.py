@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import apsw
 import click
 
 from zmem import __version__, config
@@ -35,6 +36,14 @@ class StoreContext:
 
 
 class ZMemGroup(click.Group):
+    def make_context(self, info_name, args, parent=None, **extra):  # type: ignore[override]
+        # Errors in the group's own options, in the same one-line shape as everything else.
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            click.echo(f"zmem: error: {exc.format_message()} (see 'zmem --help')", err=True)
+            sys.exit(exc.exit_code)
+
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         # One stable stderr line for every failure, usage errors included: hosts log stderr
         # line by line, and a multi-line usage dump reads as several errors.
@@ -43,6 +52,10 @@ class ZMemGroup(click.Group):
         except ZMemError as exc:
             click.echo(f"zmem: error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except apsw.BusyError as exc:
+            # Past the busy timeout: another session held the write lock the whole time.
+            click.echo(f"zmem: error: store is busy ({exc}); retry shortly", err=True)
+            ctx.exit(1)
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
             click.echo(f"zmem: error: {exc.format_message()} (see '{where} --help')", err=True)
@@ -53,7 +66,7 @@ class ZMemGroup(click.Group):
 @click.option(
     "--store",
     "store_path",
-    type=click.Path(dir_okay=False),
+    metavar="PATH",
     default=None,
     help="Store file (default: $ZMEM_STORE, else $ZMEM_DATA/store.sqlite, "
     "else ~/.zmem/store.sqlite).",
