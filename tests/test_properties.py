@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from zmem import MemoryStore
 from zmem.errors import Refusal
 from zmem.models import MAX_CONTENT_CHARS
+from zmem.tokens import jaccard
 
 # Any Unicode scalar value except lone surrogates, which cannot be encoded and are refused.
 unicode_text = st.text(
@@ -161,3 +162,33 @@ def test_prefix_filter_never_misses_a_twin(shared_store, base, noise, drop):
     # Dropping one token of >= 12 keeps Jaccard >= 11/12 > 0.85.
     twin = shared_store.add(" ".join(base[drop:]), namespace=ns, type="fact", signal="test")
     assert (twin.result, twin.id) == ("deduped", first.id)
+
+
+VOCAB = ["w" + chr(97 + i // 26) + chr(97 + i % 26) for i in range(30)]
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    a=st.lists(st.sampled_from(VOCAB), min_size=1, max_size=25, unique=True),
+    b=st.lists(st.sampled_from(VOCAB), min_size=1, max_size=25, unique=True),
+    noise=st.lists(
+        st.lists(st.sampled_from(VOCAB), min_size=1, max_size=12, unique=True), max_size=20
+    ),
+)
+def test_dedup_happens_exactly_when_a_twin_exists(shared_store, a, b, noise):
+    """Whatever the sizes (one token included) and however other rows skew term counts, a row
+    with a twin at Jaccard >= 0.85 folds into some such twin, and never into anything less."""
+    ns = f"project:{uuid.uuid4().hex}"
+    live = {}
+    for words_ in [*noise, a]:
+        r = shared_store.add(" ".join(words_), namespace=ns, type="fact", signal="test")
+        live[r.id] = shared_store.get(r.id).content
+    mine = frozenset(b)
+    twins = {i for i, text in live.items() if jaccard(mine, frozenset(text.split())) >= 0.85}
+    r = shared_store.add(" ".join(b), namespace=ns, type="fact", signal="test")
+    if twins:
+        assert r.result == "deduped" and r.id in twins
+    else:
+        assert r.result == "stored"

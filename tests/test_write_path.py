@@ -465,3 +465,16 @@ def test_update_rederives_system_tags_instead_of_inheriting_them(store):
 def test_dedup_works_in_any_namespace_spelling(store, ns):
     a = add_row(store, "Use rg instead of grep for search", namespace=ns)
     assert add_row(store, "Use rg instead of grep for search!", namespace=ns).id == a.id
+
+
+@pytest.mark.parametrize(
+    "text,again",
+    [
+        ("rg", "rg!"),
+        ("use rg", "Use rg."),
+        ("pin ruff version", "Pin ruff version!"),
+    ],
+)
+def test_very_short_memories_still_dedup(store, text, again):
+    first = add_row(store, text)
+    assert add_row(store, again).id == first.id

@@ -15,7 +15,6 @@ from zmem.capture.entities import extract_entities
 from zmem.capture.polarity import polarity
 from zmem.capture.policy import Prepared, merge_tags
 from zmem.db import graph, memories
-from zmem.db.fts import dedup_terms
 from zmem.models import (
     SYSTEM_TAGS,
     TRUST_CONTRADICTION_DELTA,
@@ -31,6 +30,7 @@ from zmem.tokens import jaccard, number_tokens, similarity_norm
 DEDUP_THRESHOLD = 0.85
 LINKS_PER_WRITE = 8
 LINK_SCAN_BUDGET = 64
+MIN_MATCH = 2
 
 # (vector bytes, model marker) computed before the write lock is taken.
 Vector = tuple[bytes, str] | None
@@ -44,32 +44,44 @@ class Neighbour:
     same_numbers: bool
 
 
-def prefix_terms(counts: dict[str, int], total: int, threshold: float) -> list[str]:
-    """The rarest terms such that any row with Jaccard >= threshold must hold at least one of
-    them (prefix filtering): a row that reaches the threshold misses at most
-    floor((1 - t) * |A|) of A's |A| tokens, so it holds one of any floor((1 - t) * |A|) + 1.
-    `counts` maps each of A's dedup terms to how many stored rows hold it."""
-    need = math.floor((1.0 - threshold) * total + 1e-9) + 1
-    ranked = sorted(counts, key=lambda t: (counts[t], t))[:need]
-    # A term no stored row holds cannot find a candidate; if every chosen term is unseen,
-    # no row can reach the threshold at all.
-    return [t for t in ranked if counts[t] > 0]
+@dataclass(frozen=True)
+class Prefix:
+    """Candidate terms and how many of them a candidate must hold."""
+
+    terms: list[str]
+    min_match: int
+    postings: int  # upper bound on the rows the query can touch
+
+
+def prefix_terms(counts: dict[str, int], total: int, threshold: float) -> Prefix:
+    """Prefix filtering. A row with Jaccard >= t against A misses at most m = floor((1 - t)|A|)
+    of A's tokens, so among any m + c of them it holds at least c. Taking the m + c *rarest*
+    (by `counts`, the rows holding each term) keeps the posting lists short; c = 2 turns "any of
+    them" into "two of them", which cut candidate rows from ~50 to ~0 per write at 100k rows.
+    A term no row holds cannot be held by a candidate either: it is dropped, and when fewer
+    than c seen terms remain no row can reach the threshold at all."""
+    slack = math.floor((1.0 - threshold) * total + 1e-9)
+    ranked = sorted(counts, key=lambda t: (counts[t], t))[: slack + MIN_MATCH]
+    need = len(ranked) - slack  # fewer when A itself is short: a candidate holds all but slack
+    seen = [t for t in ranked if counts[t] > 0]
+    if need < 1 or len(seen) < need:
+        return Prefix([], 1, 0)
+    return Prefix(seen, need, sum(counts[t] for t in seen))
 
 
 def candidate_terms(
     conn: apsw.Connection, namespace: str, tokens: frozenset[str], link_threshold: float
-) -> list[str]:
-    """Terms whose rows are exactly the possible twins, and the possible link neighbours too
-    when that stays cheap. Dedup is always exact. Links come from the same candidate set (the
-    spec's "neighbors dedup already computed"): exact for the link threshold while its posting
-    lists hold at most LINK_SCAN_BUDGET rows, else only neighbours sharing a rarer term. On a
-    dense 30k-row store the exact link prefix cost 3.5x the candidate rows (bench/write_path.py).
-    """
+) -> Prefix:
+    """The candidate query for a write. Dedup is always exact. Links come from the same
+    candidate set (the spec's "neighbors dedup already computed"): exact for the link threshold
+    while its posting lists hold at most LINK_SCAN_BUDGET rows, else only neighbours that share
+    rarer terms. On a dense 30k-row store the exact link prefix cost 3.5x the candidate rows
+    (bench/write_path.py)."""
     if not tokens:
-        return []
-    counts = memories.term_document_counts(conn, dedup_terms(namespace, sorted(tokens)))
+        return Prefix([], 1, 0)
+    counts = memories.term_document_counts(conn, memories.dedup_terms(namespace, sorted(tokens)))
     wide = prefix_terms(counts, len(tokens), min(link_threshold, DEDUP_THRESHOLD))
-    if sum(counts[t] for t in wide) <= LINK_SCAN_BUDGET:
+    if wide.postings <= LINK_SCAN_BUDGET:
         return wide
     return prefix_terms(counts, len(tokens), DEDUP_THRESHOLD)
 
@@ -84,11 +96,13 @@ def find_neighbours(
 ) -> list[Neighbour]:
     """Live rows of the namespace with similarity >= threshold, best first."""
     tokens = frozenset(norm.split())
-    terms = candidate_terms(conn, namespace, tokens, threshold)
-    if not terms:
+    prefix = candidate_terms(conn, namespace, tokens, threshold)
+    if not prefix.terms:
         return []
     scored = {}
-    for other_id, other_norm in memories.similar_norms(conn, terms, namespace, exclude):
+    for other_id, other_norm in memories.similar_norms(
+        conn, prefix.terms, namespace, exclude, prefix.min_match
+    ):
         sim = jaccard(tokens, frozenset(other_norm.split()))
         if sim >= threshold:
             scored[other_id] = sim

@@ -3,6 +3,7 @@ write path's dedup and linking use."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -10,7 +11,6 @@ from typing import Any
 
 import apsw
 
-from zmem.db.fts import dedup_terms, or_query
 from zmem.models import Memory
 
 _COLUMNS = (
@@ -114,6 +114,14 @@ class NewMemory:
     embedding_model: str | None = None
 
 
+def dedup_terms(namespace: str, tokens: Iterable[str]) -> list[str]:
+    """Similarity tokens as dedup_post indexes them: prefixed with a short namespace id so each
+    posting list holds one namespace (see migration 0008). An id collision between namespaces
+    only adds candidates, which the caller's namespace check drops."""
+    space = hashlib.blake2b(namespace.encode("utf-8"), digest_size=4).hexdigest()
+    return [f"n{space}q{t}" for t in tokens]
+
+
 def insert(conn: apsw.Connection, m: NewMemory) -> None:
     conn.execute(
         "INSERT INTO memory (id, content, content_norm, type, tags, namespace, signal, "
@@ -141,10 +149,8 @@ def insert(conn: apsw.Connection, m: NewMemory) -> None:
         ),
     )
     terms = dedup_terms(m.namespace, m.content_norm.split())
-    conn.execute(
-        "INSERT INTO dedup_fts (rowid, terms) VALUES (?, ?)",
-        (conn.last_insert_rowid(), " ".join(terms)),
-    )
+    rid = conn.last_insert_rowid()
+    conn.executemany("INSERT INTO dedup_post (term, rid) VALUES (?, ?)", [(t, rid) for t in terms])
     conn.executemany(
         "INSERT INTO term_df (term, df) VALUES (?, 1) ON CONFLICT (term) DO UPDATE SET df = df + 1",
         [(t,) for t in terms],
@@ -236,32 +242,33 @@ class Candidate:
     trust_score: float
 
 
-# Past this many matches a candidate query falls back to the best-ranked few.
-SCAN_CAP = 2000
-
-
 def similar_norms(
     conn: apsw.Connection,
     terms: Sequence[str],
     namespace: str,
     exclude: Sequence[str] = (),
+    min_match: int = 1,
 ) -> list[tuple[str, str]]:
-    """(id, content_norm) of live rows in `namespace` holding one of the dedup `terms`."""
-    match = or_query(terms)
-    if match is None:
+    """(id, content_norm) of live rows in `namespace` holding at least `min_match` of the dedup
+    `terms`."""
+    unique = list(dict.fromkeys(terms))
+    if len(unique) < min_match or not unique:
         return []
-    base = (
-        "SELECT m.id, m.content_norm FROM dedup_fts JOIN memory m ON m.rid = dedup_fts.rowid "
-        "WHERE dedup_fts MATCH ? AND m.namespace = ? AND m.superseded_at IS NULL"
-    )
-    params: list[Any] = [match, namespace]
+    params: list[Any] = [*unique, min_match, namespace]
+    extra = ""
     if exclude:
-        base += f" AND m.id NOT IN ({','.join('?' * len(exclude))})"
+        extra = f" AND m.id NOT IN ({','.join('?' * len(exclude))})"
         params.extend(exclude)
-    rows = list(conn.execute(base + " LIMIT ?", [*params, SCAN_CAP + 1]))
-    if len(rows) > SCAN_CAP:
-        # The terms were not rare after all: compare against the best-ranked few instead.
-        rows = list(conn.execute(base + " ORDER BY dedup_fts.rank LIMIT ?", [*params, 64]))
+    rows = conn.execute(
+        "SELECT m.id, m.content_norm FROM ("
+        f" SELECT rid FROM dedup_post WHERE term IN ({','.join('?' * len(unique))})"
+        " GROUP BY rid HAVING count(*) >= ?"
+        # CROSS JOIN pins the postings as the outer loop: left to itself the planner walks
+        # every live row of the namespace through memory_namespace_live and probes the postings.
+        ") p CROSS JOIN memory m ON m.rid = p.rid "
+        f"WHERE m.namespace = ? AND m.superseded_at IS NULL{extra}",
+        params,
+    )
     return [(id_, norm or "") for id_, norm in rows]
 
 

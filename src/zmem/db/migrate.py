@@ -14,7 +14,7 @@ from importlib import resources
 import apsw
 
 from zmem.db.connect import transaction
-from zmem.db.fts import dedup_terms
+from zmem.db.memories import dedup_terms
 from zmem.errors import SchemaError
 from zmem.tokens import similarity_norm
 
@@ -41,7 +41,9 @@ def _backfill_dedup_index(conn: apsw.Connection) -> None:
         norm = similarity_norm(content)
         terms = dedup_terms(namespace, norm.split())
         conn.execute("UPDATE memory SET content_norm = ? WHERE rid = ?", (norm, rid))
-        conn.execute("INSERT INTO dedup_fts (rowid, terms) VALUES (?, ?)", (rid, " ".join(terms)))
+        conn.executemany(
+            "INSERT INTO dedup_post (term, rid) VALUES (?, ?)", [(t, rid) for t in terms]
+        )
         df.update(terms)
     conn.executemany("INSERT INTO term_df (term, df) VALUES (?, ?)", sorted(df.items()))
 
