@@ -261,7 +261,7 @@ def _from_code(span: str) -> list[EntityMention]:
 def _path_name(tok: str) -> str | None:
     name = tok.strip("([{<\"'“”‘’*").rstrip(".,;:!?)]}>\"'”’*")
     # Most words are plain prose: skip the regex work unless the word could be a path.
-    if not any(c in name for c in "/\\.") and name.casefold() not in _W["files"]:
+    if _SPECIAL_CHAR.search(name) is None and name.casefold() not in _W["files"]:
         return None
     name = re.sub(r"(?::\d+)+$|#L\d+(?:-L?\d+)?$", "", name).rstrip(".,;:")  # store.py:42
     if not any(c.isalpha() for c in name) or normalize_alias(name) in _ALIAS_TO_KEY:
@@ -307,6 +307,9 @@ def _from_tag(tag: str) -> EntityMention | None:
     return _mention(kind or "other", " ".join(rest.split()))
 
 
+_SPECIAL_CHAR = re.compile(r"[./\\@:]")
+
+
 def extract_entities(content: str, tags: Sequence[str] = ()) -> list[EntityMention]:
     """Entities in content (by first occurrence), then from ``entity:`` tags; one per key."""
     found: list[tuple[int, int, EntityMention]] = []
@@ -321,6 +324,10 @@ def extract_entities(content: str, tags: Sequence[str] = ()) -> list[EntityMenti
     for m in re.finditer(r"\S+", "".join(chars)):
         tok = m.group()
         if "\x00" in tok:
+            continue
+        # A word with none of . / \ @ : can only be a bare file name (Makefile): skip the
+        # URL/host/e-mail/path regexes for the ~95% of words that are plain prose.
+        if _SPECIAL_CHAR.search(tok) is None and _path_name(tok) is None:
             continue
         if "://" in tok or _HOST_RE.match(tok) or _EMAIL_RE.search(tok):
             mask(m.start(), m.end())

@@ -165,6 +165,59 @@ _COMPILED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
+# Every template of a shape contains one of its anchor words, so a text holding none of them
+# cannot match the shape and its regexes are skipped: most lessons hold no anchor at all
+# (0.09 ms -> 0.01 ms per write). Plain substring tests on a lower-cased, mark-stripped copy:
+# an alternation regex with IGNORECASE cost more than the templates it was meant to skip.
+_ANCHORS: dict[str, tuple[str, ...]] = {
+    "override": ("ignore", "disregard", "forget"),
+    "role_hijack": ("you", "pretend", "act", "behave", "respond", "operate"),
+    "concealment": (
+        "mention",
+        "reveal",
+        "disclose",
+        "divulge",
+        "repeat",
+        "discuss",
+        "acknowledge",
+        "tell",
+        "inform",
+        "notify",
+        "alert",
+        "secret",
+        "hide",
+        "conceal",
+        "withhold",
+    ),
+    "store_mutation": ("memor", "knowledge", "remember"),
+    "exfiltration": (
+        "key",
+        "token",
+        "credential",
+        "secret",
+        "password",
+        "env",
+        "ssh",
+        "aws",
+        "id_rsa",
+        "id_ed25519",
+        "system",
+        "hidden",
+    ),
+    "system_marker": ("<|", "[inst", "[/inst", "<<sys", "<</sys", "system", "instruction"),
+}
+assert set(_ANCHORS) == set(_TEMPLATES)
+
+
+def _anchor_text(norm: str) -> str:
+    low = norm.lower()
+    if low.isascii():
+        return low
+    # The templates match case-insensitively, where "İ" equals "i"; lower() turns it into
+    # "i" + a combining dot, so marks are stripped to keep every anchor a true superset.
+    return "".join(ch for ch in unicodedata.normalize("NFD", low) if not unicodedata.combining(ch))
+
+
 def _normalise(text: str) -> str:
     return unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
 
@@ -177,8 +230,10 @@ def injection_shapes(text: str) -> list[str]:
     """Sorted unique names of the injection shapes present in ``text``."""
     norm = _normalise(text)
     found: set[str] = set()
+    low = _anchor_text(norm)
+    live = {shape for shape, words in _ANCHORS.items() if any(w in low for w in words)}
     for shape, rx in _COMPILED:
-        if shape in found:
+        if shape in found or shape not in live:
             continue
         veto = shape in _VETO_WHEN_DESCRIPTIVE
         for m in rx.finditer(norm):
