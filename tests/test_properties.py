@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zmem import MemoryStore
+from zmem.db import memories
 from zmem.errors import Refusal
 from zmem.models import MAX_CONTENT_CHARS
 from zmem.tokens import jaccard
@@ -192,3 +193,26 @@ def test_dedup_happens_exactly_when_a_twin_exists(shared_store, a, b, noise):
         assert r.result == "deduped" and r.id in twins
     else:
         assert r.result == "stored"
+
+
+@pytest.fixture
+def capped_store(tmp_path, monkeypatch):
+    """Posting lists capped at two rows, so most terms overflow and writes take the
+    count-only and text-index fallbacks."""
+    monkeypatch.setattr(memories, "POSTINGS_CAP", 2)
+    with MemoryStore.open(tmp_path / "capped.sqlite") as s:
+        yield s
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    a=st.lists(st.sampled_from(VOCAB[:12]), min_size=1, max_size=12, unique=True),
+    b=st.lists(st.sampled_from(VOCAB[:12]), min_size=1, max_size=12, unique=True),
+    noise=st.lists(
+        st.lists(st.sampled_from(VOCAB[:12]), min_size=1, max_size=8, unique=True), max_size=12
+    ),
+)
+def test_dedup_stays_exact_when_posting_lists_overflow(capped_store, a, b, noise):
+    test_dedup_happens_exactly_when_a_twin_exists.hypothesis.inner_test(capped_store, a, b, noise)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import apsw
 
@@ -51,22 +51,31 @@ class Prefix:
     terms: list[str]
     min_match: int
     postings: int  # upper bound on the rows the query can touch
+    stats: dict[str, memories.TermStat] = field(default_factory=dict)
 
 
-def prefix_terms(counts: dict[str, int], total: int, threshold: float) -> Prefix:
+def prefix_terms(stats: dict[str, memories.TermStat], threshold: float) -> Prefix:
     """Prefix filtering. A row with Jaccard >= t against A misses at most m = floor((1 - t)|A|)
-    of A's tokens, so among any m + c of them it holds at least c. Taking the m + c *rarest*
-    (by `counts`, the rows holding each term) keeps the posting lists short; c = 2 turns "any of
-    them" into "two of them", which cut candidate rows from ~50 to ~0 per write at 100k rows.
-    A term no row holds cannot be held by a candidate either: it is dropped, and when fewer
-    than c seen terms remain no row can reach the threshold at all."""
-    slack = math.floor((1.0 - threshold) * total + 1e-9)
-    ranked = sorted(counts, key=lambda t: (counts[t], t))[: slack + MIN_MATCH]
-    need = len(ranked) - slack  # fewer when A itself is short: a candidate holds all but slack
-    seen = [t for t in ranked if counts[t] > 0]
-    if need < 1 or len(seen) < need:
+    of A's tokens, so among *any* m + c of them it holds at least c. Taking the m + c rarest
+    terms that still have posting lists keeps the lists short; c = 2 turns "any of them" into
+    "two of them", which cut candidate rows from ~50 to ~0 per write at 100k rows. A term no
+    row holds cannot be held by a candidate either: it is dropped, and when too few seen terms
+    remain no row can reach the threshold at all. Only when A holds at most m listed terms
+    (nearly every word is common) does the query fall back to the text index."""
+    slack = math.floor((1.0 - threshold) * len(stats) + 1e-9)
+
+    def rarest(terms: list[str], k: int) -> list[str]:
+        return sorted(terms, key=lambda t: (stats[t].df, t))[:k]
+
+    listed = rarest([t for t, st in stats.items() if st.rids is not None], slack + MIN_MATCH)
+    need = len(listed) - slack  # fewer when A is short: a candidate holds all but slack
+    if need < 1:
+        listed = rarest(list(stats), slack + MIN_MATCH)
+        need = len(listed) - slack
+    seen = [t for t in listed if stats[t].df > 0]
+    if len(seen) < need:
         return Prefix([], 1, 0)
-    return Prefix(seen, need, sum(counts[t] for t in seen))
+    return Prefix(seen, need, sum(stats[t].df for t in seen), {t: stats[t] for t in seen})
 
 
 def candidate_terms(
@@ -79,11 +88,11 @@ def candidate_terms(
     (bench/write_path.py)."""
     if not tokens:
         return Prefix([], 1, 0)
-    counts = memories.term_document_counts(conn, memories.dedup_terms(namespace, sorted(tokens)))
-    wide = prefix_terms(counts, len(tokens), min(link_threshold, DEDUP_THRESHOLD))
-    if wide.postings <= LINK_SCAN_BUDGET:
-        return wide
-    return prefix_terms(counts, len(tokens), DEDUP_THRESHOLD)
+    stats = memories.term_stats(conn, memories.dedup_terms(namespace, sorted(tokens)))
+    prefix = prefix_terms(stats, min(link_threshold, DEDUP_THRESHOLD))
+    if prefix.postings > LINK_SCAN_BUDGET:
+        prefix = prefix_terms(stats, DEDUP_THRESHOLD)
+    return prefix
 
 
 def find_neighbours(
@@ -101,7 +110,7 @@ def find_neighbours(
         return []
     scored = {}
     for other_id, other_norm in memories.similar_norms(
-        conn, prefix.terms, namespace, exclude, prefix.min_match
+        conn, prefix.stats, namespace, exclude, prefix.min_match
     ):
         sim = jaccard(tokens, frozenset(other_norm.split()))
         if sim >= threshold:

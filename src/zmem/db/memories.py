@@ -4,6 +4,7 @@ write path's dedup and linking use."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -114,8 +115,14 @@ class NewMemory:
     embedding_model: str | None = None
 
 
+# Posting lists longer than this keep only their count: such a term is never among a write's
+# rarest unless the write holds nothing rarer.
+POSTINGS_CAP = 128
+DEDUP_PREFIX_CHARS = len("n00000000q")
+
+
 def dedup_terms(namespace: str, tokens: Iterable[str]) -> list[str]:
-    """Similarity tokens as dedup_post indexes them: prefixed with a short namespace id so each
+    """Similarity tokens as term_df keys them: prefixed with a short namespace id so each
     posting list holds one namespace (see migration 0008). An id collision between namespaces
     only adds candidates, which the caller's namespace check drops."""
     space = hashlib.blake2b(namespace.encode("utf-8"), digest_size=4).hexdigest()
@@ -148,12 +155,14 @@ def insert(conn: apsw.Connection, m: NewMemory) -> None:
             m.created_at if m.embedding is not None else None,
         ),
     )
-    terms = dedup_terms(m.namespace, m.content_norm.split())
     rid = conn.last_insert_rowid()
-    conn.executemany("INSERT INTO dedup_post (term, rid) VALUES (?, ?)", [(t, rid) for t in terms])
     conn.executemany(
-        "INSERT INTO term_df (term, df) VALUES (?, 1) ON CONFLICT (term) DO UPDATE SET df = df + 1",
-        [(t,) for t in terms],
+        "INSERT INTO term_df (term, df, posts) VALUES (?, 1, ?) ON CONFLICT (term) DO UPDATE "
+        "SET df = df + 1, posts = CASE WHEN df < ? THEN posts || ',' || ? END",
+        [
+            (t, str(rid), POSTINGS_CAP, str(rid))
+            for t in dedup_terms(m.namespace, m.content_norm.split())
+        ],
     )
 
 
@@ -217,17 +226,23 @@ def list_memories(
     return [_row_to_memory(r) for r in conn.execute(sql, params)]
 
 
-def term_document_counts(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, int]:
-    """How many stored rows hold each dedup term (0 for unseen terms)."""
-    counts = dict.fromkeys(terms, 0)
+@dataclass(frozen=True)
+class TermStat:
+    df: int
+    rids: tuple[int, ...] | None  # None once more than POSTINGS_CAP rows hold the term
+
+
+def term_stats(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, TermStat]:
+    """For each dedup term: how many stored rows hold it, and which when there are few."""
+    stats = dict.fromkeys(terms, TermStat(0, ()))
     if not terms:
-        return counts
+        return stats
     marks = ",".join("?" * len(terms))
-    for term, df in conn.execute(
-        f"SELECT term, df FROM term_df WHERE term IN ({marks})", tuple(terms)
+    for term, df, posts in conn.execute(
+        f"SELECT term, df, posts FROM term_df WHERE term IN ({marks})", tuple(terms)
     ):
-        counts[term] = df
-    return counts
+        stats[term] = TermStat(df, tuple(map(int, posts.split(","))) if posts else None)
+    return stats
 
 
 @dataclass(frozen=True)
@@ -244,32 +259,41 @@ class Candidate:
 
 def similar_norms(
     conn: apsw.Connection,
-    terms: Sequence[str],
+    chosen: dict[str, TermStat],
     namespace: str,
     exclude: Sequence[str] = (),
     min_match: int = 1,
 ) -> list[tuple[str, str]]:
-    """(id, content_norm) of live rows in `namespace` holding at least `min_match` of the dedup
-    `terms`."""
-    unique = list(dict.fromkeys(terms))
-    if len(unique) < min_match or not unique:
-        return []
-    params: list[Any] = [*unique, min_match, namespace]
-    extra = ""
-    if exclude:
-        extra = f" AND m.id NOT IN ({','.join('?' * len(exclude))})"
-        params.extend(exclude)
-    rows = conn.execute(
-        "SELECT m.id, m.content_norm FROM ("
-        f" SELECT rid FROM dedup_post WHERE term IN ({','.join('?' * len(unique))})"
-        " GROUP BY rid HAVING count(*) >= ?"
-        # CROSS JOIN pins the postings as the outer loop: left to itself the planner walks
-        # every live row of the namespace through memory_namespace_live and probes the postings.
-        ") p CROSS JOIN memory m ON m.rid = p.rid "
-        f"WHERE m.namespace = ? AND m.superseded_at IS NULL{extra}",
-        params,
+    """(id, content_norm) of live rows in `namespace` that hold at least `min_match` of the
+    `chosen` terms."""
+    params: list[Any]
+    if all(stat.rids is not None for stat in chosen.values()):
+        counted: dict[int, int] = {}
+        for stat in chosen.values():
+            for rid in stat.rids or ():
+                counted[rid] = counted.get(rid, 0) + 1
+        rids = [rid for rid, n in counted.items() if n >= min_match]
+        if not rids:
+            return []
+        source, where, params = "memory m", f"m.rid IN ({','.join('?' * len(rids))})", rids
+    else:
+        # A term without a posting list: ask the text index. "k of these terms" is an OR of
+        # every k-subset's AND; FTS5 intersects doclists by seeking, so this stays cheap even
+        # for common terms, where an OR of them would join thousands of rows back to memory.
+        quoted = ['"' + term[DEDUP_PREFIX_CHARS:] + '"' for term in chosen]
+        groups = itertools.combinations(quoted, max(1, min(min_match, len(quoted))))
+        match = " OR ".join("(" + " AND ".join(g) + ")" for g in groups)
+        source = "memory_fts CROSS JOIN memory m ON m.rid = memory_fts.rowid"
+        where, params = "memory_fts MATCH ?", [f"content : ({match})"]
+    sql = (
+        f"SELECT m.id, m.content_norm FROM {source} WHERE {where} "
+        "AND m.namespace = ? AND m.superseded_at IS NULL"
     )
-    return [(id_, norm or "") for id_, norm in rows]
+    params.append(namespace)
+    if exclude:
+        sql += f" AND m.id NOT IN ({','.join('?' * len(exclude))})"
+        params.extend(exclude)
+    return [(id_, norm or "") for id_, norm in conn.execute(sql + " LIMIT 2000", params)]
 
 
 def candidates(conn: apsw.Connection, ids: Sequence[str]) -> list[Candidate]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -14,7 +13,7 @@ from importlib import resources
 import apsw
 
 from zmem.db.connect import transaction
-from zmem.db.memories import dedup_terms
+from zmem.db.memories import POSTINGS_CAP, dedup_terms
 from zmem.errors import SchemaError
 from zmem.tokens import similarity_norm
 
@@ -35,17 +34,20 @@ class Migration:
 
 
 def _backfill_dedup_index(conn: apsw.Connection) -> None:
-    rows = list(conn.execute("SELECT rid, namespace, content FROM memory"))
-    df: Counter[str] = Counter()
+    rows = list(conn.execute("SELECT rid, namespace, content FROM memory ORDER BY rid"))
+    postings: dict[str, list[int]] = {}
     for rid, namespace, content in rows:
         norm = similarity_norm(content)
-        terms = dedup_terms(namespace, norm.split())
         conn.execute("UPDATE memory SET content_norm = ? WHERE rid = ?", (norm, rid))
-        conn.executemany(
-            "INSERT INTO dedup_post (term, rid) VALUES (?, ?)", [(t, rid) for t in terms]
-        )
-        df.update(terms)
-    conn.executemany("INSERT INTO term_df (term, df) VALUES (?, ?)", sorted(df.items()))
+        for term in dedup_terms(namespace, norm.split()):
+            postings.setdefault(term, []).append(rid)
+    conn.executemany(
+        "INSERT INTO term_df (term, df, posts) VALUES (?, ?, ?)",
+        [
+            (term, len(rids), ",".join(map(str, rids)) if len(rids) <= POSTINGS_CAP else None)
+            for term, rids in sorted(postings.items())
+        ],
+    )
 
 
 def _normalise_merged_from(conn: apsw.Connection) -> None:
