@@ -67,7 +67,7 @@ def prefix_terms(stats: dict[str, memories.TermStat], threshold: float) -> Prefi
     def rarest(terms: list[str], k: int) -> list[str]:
         return sorted(terms, key=lambda t: (stats[t].df, t))[:k]
 
-    listed = rarest([t for t, st in stats.items() if st.rids is not None], slack + MIN_MATCH)
+    listed = rarest([t for t, st in stats.items() if st.listed], slack + MIN_MATCH)
     need = len(listed) - slack  # fewer when A is short: a candidate holds all but slack
     if need < 1:
         listed = rarest(list(stats), slack + MIN_MATCH)

@@ -117,7 +117,7 @@ class NewMemory:
 
 # Posting lists longer than this keep only their count: such a term is never among a write's
 # rarest unless the write holds nothing rarer.
-POSTINGS_CAP = 128
+POSTINGS_CAP = 512
 DEDUP_PREFIX_CHARS = len("n00000000q")
 
 
@@ -229,19 +229,27 @@ def list_memories(
 @dataclass(frozen=True)
 class TermStat:
     df: int
-    rids: tuple[int, ...] | None  # None once more than POSTINGS_CAP rows hold the term
+    posts: str | None  # comma-separated rids; None once more than POSTINGS_CAP rows hold it
+
+    @property
+    def listed(self) -> bool:
+        return self.posts is not None
+
+    def rids(self) -> list[int]:
+        # Parsed only for the few terms a write actually queries.
+        return [int(r) for r in self.posts.split(",")] if self.posts else []
 
 
 def term_stats(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, TermStat]:
     """For each dedup term: how many stored rows hold it, and which when there are few."""
-    stats = dict.fromkeys(terms, TermStat(0, ()))
+    stats = dict.fromkeys(terms, TermStat(0, ""))
     if not terms:
         return stats
     marks = ",".join("?" * len(terms))
     for term, df, posts in conn.execute(
         f"SELECT term, df, posts FROM term_df WHERE term IN ({marks})", tuple(terms)
     ):
-        stats[term] = TermStat(df, tuple(map(int, posts.split(","))) if posts else None)
+        stats[term] = TermStat(df, posts)
     return stats
 
 
@@ -267,10 +275,10 @@ def similar_norms(
     """(id, content_norm) of live rows in `namespace` that hold at least `min_match` of the
     `chosen` terms."""
     params: list[Any]
-    if all(stat.rids is not None for stat in chosen.values()):
+    if all(stat.listed for stat in chosen.values()):
         counted: dict[int, int] = {}
         for stat in chosen.values():
-            for rid in stat.rids or ():
+            for rid in stat.rids():
                 counted[rid] = counted.get(rid, 0) + 1
         rids = [rid for rid, n in counted.items() if n >= min_match]
         if not rids:
