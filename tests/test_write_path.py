@@ -461,7 +461,7 @@ def test_update_rederives_system_tags_instead_of_inheriting_them(store):
     assert new.tags == ("ci",)
 
 
-@pytest.mark.parametrize("ns", ["project:café-ünïcode", "team:a/b c".replace(" ", "_"), "x:1"])
+@pytest.mark.parametrize("ns", ["project:café-ünïcode", "team:a/b_c", "x:1"])
 def test_dedup_works_in_any_namespace_spelling(store, ns):
     a = add_row(store, "Use rg instead of grep for search", namespace=ns)
     assert add_row(store, "Use rg instead of grep for search!", namespace=ns).id == a.id
@@ -478,3 +478,35 @@ def test_dedup_works_in_any_namespace_spelling(store, ns):
 def test_very_short_memories_still_dedup(store, text, again):
     first = add_row(store, text)
     assert add_row(store, again).id == first.id
+
+
+@pytest.mark.parametrize("kwargs", [{"taint": "semi"}, {"namespace": ""}, {"type": "episode"}])
+def test_update_refuses_bad_overrides_and_writes_nothing(store, store_path, kwargs):
+    r = add_row(store, "A fact to revise")
+    before = table_counts(store_path)
+    with pytest.raises(UsageError):
+        store.update(r.id, "Revised", **kwargs)
+    assert table_counts(store_path) == before and store.get(r.id).live
+
+
+def test_supports_link_raises_trust_once(store):
+    a = add_row(store, "Use rg for repository search")
+    b = add_row(store, "Deploys need two approvals from infra")
+    for m in (a, b):
+        store._conn.execute("UPDATE memory SET trust_score = 0.5 WHERE id = ?", (m.id,))
+    for _ in range(2):
+        store.add_link(a.id, b.id, "supports", reason="same incident")
+    assert [store.get(m.id).trust_score for m in (a, b)] == [0.55, 0.55]
+
+
+@pytest.mark.parametrize(
+    "text,again,same",
+    [
+        ("it is what it is", "It is what it is!", True),
+        ("was", "was", True),
+        ("it is what it is", "what it is", False),
+    ],
+)
+def test_stop_word_only_memories_dedup_on_identical_words(store, text, again, same):
+    first = add_row(store, text)
+    assert (add_row(store, again).id == first.id) is same

@@ -170,16 +170,18 @@ class MemoryStore:
             confidence = target.confidence
         row = policy.prepare(
             content,
-            namespace=namespace or target.namespace,
-            type=type or target.type,
+            namespace=target.namespace if namespace is None else namespace,
+            type=target.type if type is None else type,
             # System tags are re-derived from the new text, never inherited.
             tags=[t for t in target.tags if t not in SYSTEM_TAGS] if tags is None else tags,
             signal=new_signal,
-            taint=worst_taint(target.taint, taint) if taint else target.taint,
+            taint=target.taint if taint is None else taint,
             source_ref=target.source_ref if source_ref is None else source_ref,
             confidence=confidence,
             capture_mode=capture_mode or self.settings.capture_mode,
         )
+        # Validated by prepare first; an update never downgrades the row's taint.
+        row = dataclasses.replace(row, taint=worst_taint(target.taint, row.taint))
         vector = self._embed(row.content)
         with transaction(self._conn):
             at = config.now_iso()

@@ -23,7 +23,7 @@ from zmem.models import (
     clamp_trust,
     worst_taint,
 )
-from zmem.tokens import jaccard, number_tokens, similarity_norm
+from zmem.tokens import jaccard, number_tokens, similarity_norm, words
 
 # Jaccard on similarity tokens above which two rows say the same thing. Deliberately well above
 # the link threshold: a false merge loses a memory, a missed merge only costs a duplicate.
@@ -105,6 +105,8 @@ def find_neighbours(
 ) -> list[Neighbour]:
     """Live rows of the namespace with similarity >= threshold, best first."""
     tokens = frozenset(norm.split())
+    if not tokens:
+        return _same_words(conn, content, namespace, exclude)
     prefix = candidate_terms(conn, namespace, tokens, threshold)
     if not prefix.terms:
         return []
@@ -130,6 +132,20 @@ def find_neighbours(
     ]
     found.sort(key=lambda n: (-n.similarity, n.candidate.id))
     return found
+
+
+def _same_words(
+    conn: apsw.Connection, content: str, namespace: str, exclude: Sequence[str]
+) -> list[Neighbour]:
+    """Text made only of stop words ("it is what it is") has nothing to compare by similarity;
+    it dedups against rows with exactly the same words, found as an FTS phrase."""
+    mine = words(content)
+    ids = memories.phrase_ids(conn, mine, namespace, exclude)
+    return [
+        Neighbour(cand, 1.0, True, True)
+        for cand in memories.candidates(conn, ids)
+        if words(cand.content) == mine
+    ]
 
 
 def link_entities(

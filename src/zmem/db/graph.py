@@ -36,16 +36,6 @@ def links_of(conn: apsw.Connection, memory_id: str) -> list[Link]:
     return [Link(*r) for r in rows]
 
 
-def has_link(conn: apsw.Connection, src: str, dst: str, relation: str) -> bool:
-    return (
-        conn.execute(
-            "SELECT 1 FROM memory_link WHERE src = ? AND dst = ? AND relation = ?",
-            (src, dst, relation),
-        ).fetchone()
-        is not None
-    )
-
-
 # ---- entities ----------------------------------------------------------------------------
 
 
@@ -178,14 +168,6 @@ def episodes_of(conn: apsw.Connection, memory_id: str) -> list[Episode]:
 def get_meta(conn: apsw.Connection, key: str) -> str | None:
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
     return row[0] if row else None
-
-
-def set_meta(conn: apsw.Connection, key: str, value: str) -> None:
-    conn.execute(
-        "INSERT INTO meta (key, value) VALUES (?, ?) "
-        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (key, value),
-    )
 
 
 def delete_meta(conn: apsw.Connection, key: str) -> None:

@@ -190,10 +190,6 @@ def ids_with_prefix(conn: apsw.Connection, prefix: str, limit: int = 10) -> list
     return [r[0] for r in rows]
 
 
-def count(conn: apsw.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM memory").fetchone()[0]
-
-
 def _validity_clause(as_of: str | None, include_superseded: bool) -> tuple[str, list[Any]]:
     if as_of is not None:
         # valid_from inclusive, valid_until exclusive, empty valid_until = never expires.
@@ -302,6 +298,24 @@ def similar_norms(
         sql += f" AND m.id NOT IN ({','.join('?' * len(exclude))})"
         params.extend(exclude)
     return [(id_, norm or "") for id_, norm in conn.execute(sql + " LIMIT 2000", params)]
+
+
+def phrase_ids(
+    conn: apsw.Connection, words: Sequence[str], namespace: str, exclude: Sequence[str] = ()
+) -> list[str]:
+    """Live rows of `namespace` whose content holds `words` as one phrase (FTS index)."""
+    if not words:
+        return []
+    phrase = '"' + " ".join(words) + '"'  # tokens are alphanumeric: nothing to escape
+    sql = (
+        "SELECT m.id FROM memory_fts CROSS JOIN memory m ON m.rid = memory_fts.rowid "
+        "WHERE memory_fts MATCH ? AND m.namespace = ? AND m.superseded_at IS NULL"
+    )
+    params: list[Any] = [f"content : {phrase}", namespace]
+    if exclude:
+        sql += f" AND m.id NOT IN ({','.join('?' * len(exclude))})"
+        params.extend(exclude)
+    return [r[0] for r in conn.execute(sql + " LIMIT 64", params)]
 
 
 def candidates(conn: apsw.Connection, ids: Sequence[str]) -> list[Candidate]:
