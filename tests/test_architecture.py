@@ -19,6 +19,7 @@ LAYERS = {
     "mcp_server": 4,
     "hermes_provider": 4,
     "store": 3,
+    "reading": 3,
     "maintenance": 3,
     "sync": 3,
     "evaluation": 3,

@@ -231,3 +231,64 @@ class MergePlan:
             "delete": self.source.id,
             "applied": self.applied,
         }
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One recalled row and why it ranked: the composite score, its parts, the 1-based rank in
+    each lane that found it, and the keys of rows that joined without matching (link
+    neighbours, [PREVIOUSLY] lineage)."""
+
+    memory: Memory
+    score: float
+    relevance: float
+    rrf: float
+    lanes: dict[str, int]
+    effective_confidence: float
+    stale_source: bool
+    injection_risk: bool
+    tier: str  # "namespace" (the queried tier, or every namespace when unscoped) or "global"
+    entities: tuple[tuple[str, str, str], ...] = ()
+    link_of: str | None = None
+    link_relation: str | None = None
+    link_score: float | None = None
+    contested_link: bool = False
+    unfold_of: str | None = None
+    unfold_hop: int | None = None
+
+    @property
+    def id(self) -> str:
+        return self.memory.id
+
+    @property
+    def content(self) -> str:
+        return self.memory.content
+
+    @property
+    def extra(self) -> bool:
+        """Joined through a link or lineage rather than by matching the query."""
+        return self.link_of is not None or self.unfold_of is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.memory.to_dict()
+        out.update(
+            score=round(self.score, 6),
+            relevance=round(self.relevance, 6),
+            rrf=round(self.rrf, 6),
+            lanes=dict(self.lanes),
+            effective_confidence=self.effective_confidence,
+            stale_source=self.stale_source,
+            injection_risk=self.injection_risk,
+            tier=self.tier,
+            entities=[{"id": i, "kind": k, "name": n} for i, k, n in self.entities],
+        )
+        if self.link_of is not None:
+            out.update(
+                link_of=self.link_of,
+                link_relation=self.link_relation,
+                link_score=self.link_score,
+                contested_link=self.contested_link,
+            )
+        if self.unfold_of is not None:
+            out.update(unfold_of=self.unfold_of, unfold_hop=self.unfold_hop)
+        return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,6 @@ import apsw
 
 from zmem import config
 from zmem.capture import policy, writer
-from zmem.capture.injection import is_injection_risk
 from zmem.capture.source import source_state
 from zmem.config import Settings
 from zmem.db import graph, memories
@@ -36,6 +35,8 @@ from zmem.models import (
     WriteResult,
     worst_taint,
 )
+from zmem.reading import RecallMixin
+from zmem.retrieval.scoring import row_injection_risk
 
 MIN_ID_PREFIX = 4
 
@@ -46,7 +47,7 @@ def _require_reason(reason: str | None, what: str) -> str:
     return reason.strip()
 
 
-class MemoryStore:
+class MemoryStore(RecallMixin):
     """A connection to one store file, migrated to the current schema on open."""
 
     def __init__(self, conn: apsw.Connection, settings: Settings, schema_version: int):
@@ -267,8 +268,7 @@ class MemoryStore:
 
     @staticmethod
     def injection_risk(m: Memory) -> bool:
-        # Re-classified at read time: a row stored before a pattern existed is still caught.
-        return INJECTION_TAG in m.tags or is_injection_risk(m.content)
+        return row_injection_risk(m)
 
     @staticmethod
     def effective_confidence(m: Memory, state: str | None = None) -> float:
@@ -309,20 +309,6 @@ class MemoryStore:
         out["embed_profile"] = self.settings.embed_profile
         out["embedder_available"] = self._embedder is not None
         return out
-
-    # ---- telemetry (the recall surfaces call these) ------------------------------------------
-
-    def bump_retrieved(self, ids: Sequence[str]) -> None:
-        """Explicit reads: evidence the memory was useful."""
-        if ids:
-            with transaction(self._conn):
-                memories.bump_retrieved(self._conn, ids, config.now_iso())
-
-    def record_surfaced(self, ids: Sequence[str]) -> None:
-        """Passive surfaces (hooks, --no-bump): counted apart from retrievals."""
-        if ids:
-            with transaction(self._conn):
-                memories.record_surfaced(self._conn, ids, config.now_iso())
 
     # ---- links -----------------------------------------------------------------------------
 

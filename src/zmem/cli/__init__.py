@@ -77,8 +77,9 @@ def cli(ctx: click.Context, store_path: str | None) -> None:
     """ZMem: long-term memory for coding agents, in one local SQLite file.
 
     Capture lessons, facts, conventions, preferences, decisions and constraints with `add`;
-    revise them append-only with `update`; retire them with `invalidate` (a reason is required)
-    or `supersede`; inspect them with `get`, `list`, `stats`, `links` and `entity-list`.
+    bring back what matters with `recall` (or `search`, `recent`); revise memories append-only
+    with `update`; retire them with `invalidate` (a reason is required) or `supersede`; inspect
+    them with `get`, `list`, `stats`, `links` and `entity-list`.
 
     Exit codes: 0 success, 1 target missing, 2 usage error or refusal (nothing written).
     """
@@ -91,4 +92,4 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
 
 
 # Registering the commands; imported for their side effect on `cli`.
-from zmem.cli import reads, writes  # noqa: E402,F401
+from zmem.cli import reads, recall, writes  # noqa: E402,F401

@@ -9,7 +9,11 @@ from typing import Any
 
 import click
 
+from zmem.config import Settings
 from zmem.models import Memory
+from zmem.retrieval import render
+from zmem.retrieval.explain import Verdict
+from zmem.retrieval.pipeline import RecallReport
 
 PREVIEW_CHARS = 100
 
@@ -104,3 +108,47 @@ def _size(n: int | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"
+
+
+def emit_report(
+    report: RecallReport,
+    *,
+    explicit: bool,
+    as_json: bool,
+    settings: Settings,
+    as_of: str | None,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """A recall/search/recent result: the read envelope, or the fenced block for people."""
+    if as_json:
+        emit_json(
+            render.envelope(
+                report.hits,
+                omitted=report.omitted,
+                tokens=report.tokens_used,
+                budget=report.tokens_budget,
+                extra=extra,
+            )
+        )
+    elif report.hits:
+        block = render.render_block(
+            report.hits, explicit=explicit, char_budget=settings.ctx_budget, as_of=as_of
+        )
+        emit(block or "memories withheld: ZMEM_CTX_BUDGET is too small to show one row.")
+    else:
+        emit("no memories matched.")
+    if explicit:
+        for w in report.warnings:
+            warn(w)
+
+
+def explain_text(query: str, effective: Mapping[str, Any], verdicts: Iterable[Verdict]) -> str:
+    """One blameline per verdict: reason, rank, score, id, and the detail that decided it."""
+    shown = " ".join(f"{k}={v}" for k, v in effective.items() if v not in (None, False))
+    lines = [f"explain: {query!r} {shown}"]
+    for v in verdicts:
+        rank = "-" if v.rank is None else str(v.rank)
+        score = "-" if v.score is None else f"{v.score:.4f}"
+        detail = ", ".join(f"{k}={val}" for k, val in v.detail.items() if val not in (None, {}, []))
+        lines.append(f"{v.reason:<22} {rank:>3} {score:>7}  {v.id or '-'}  {detail}")
+    return "\n".join(lines)

@@ -1,0 +1,191 @@
+"""SQL of the read path: the lexical and entity lanes, candidate fetches, link neighbours, update
+lineage and the recent list. Every lane applies the namespace set, the validity predicate and the
+confidence pre-floor inside its query, so a filtered row can never take a slot in a lane."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from zmem.db.memories import _COLUMNS, _row_to_memory
+from zmem.models import Memory
+
+# bm25() column weights for (content, tags). Tags are few, chosen words: a tag hit counts as
+# much as a content hit rather than being drowned by long contents.
+BM25_WEIGHTS = (1.0, 1.0)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where and when a lane may look: the tier's namespace set (None = every namespace), the
+    point-in-time instant (None = live rows only) and the SQL-side confidence pre-floor."""
+
+    namespaces: tuple[str, ...] | None
+    as_of: str | None
+    floor: float = 0.0
+
+    def clause(self, alias: str = "m") -> tuple[str, list[Any]]:
+        parts: list[str] = []
+        params: list[Any] = []
+        if self.as_of is not None:
+            # valid_from inclusive, valid_until exclusive, empty valid_until = never expires.
+            parts.append(
+                f"{alias}.valid_from <= ? AND ({alias}.valid_until IS NULL "
+                f"OR {alias}.valid_until > ?)"
+            )
+            params += [self.as_of, self.as_of]
+        else:
+            parts.append(f"{alias}.superseded_at IS NULL")
+        if self.namespaces is not None:
+            parts.append(f"{alias}.namespace IN ({','.join('?' * len(self.namespaces))})")
+            params += list(self.namespaces)
+        if self.floor > 0:
+            # Stale-source halving only lowers confidence, so this is a safe pre-filter; the
+            # exact effective-confidence floor is applied after the fetch.
+            parts.append(f"{alias}.confidence >= ?")
+            params.append(self.floor)
+        return " AND ".join(parts), params
+
+
+def fts_lane(
+    conn: apsw.Connection, match: str, scope: Scope, limit: int
+) -> list[tuple[int, float]]:
+    """(rid, bm25) best first; bm25 is negative, more negative is better. CROSS JOIN pins FTS as
+    the outer loop: the MATCH drives, each hit costs one rowid lookup."""
+    where, params = scope.clause()
+    sql = (
+        f"SELECT m.rid, bm25(memory_fts, {BM25_WEIGHTS[0]}, {BM25_WEIGHTS[1]}) AS s "
+        "FROM memory_fts CROSS JOIN memory AS m ON m.rid = memory_fts.rowid "
+        f"WHERE memory_fts MATCH ? AND {where} ORDER BY s, m.rid DESC LIMIT ?"
+    )
+    return [(r[0], r[1]) for r in conn.execute(sql, [match, *params, limit])]
+
+
+def entity_lane(
+    conn: apsw.Connection, entity_ids: Sequence[str], scope: Scope, limit: int
+) -> list[tuple[int, int, tuple[str, ...]]]:
+    """(rid, matched entity count, matched entity ids) ranked by count, then recency."""
+    if not entity_ids:
+        return []
+    where, params = scope.clause()
+    sql = (
+        "SELECT m.rid, count(*) AS n, group_concat(me.entity_id) FROM memory_entity AS me "
+        "CROSS JOIN memory AS m ON m.id = me.memory_id "
+        f"WHERE me.entity_id IN ({','.join('?' * len(entity_ids))}) AND {where} "
+        "GROUP BY m.rid ORDER BY n DESC, m.valid_from DESC, m.rid DESC LIMIT ?"
+    )
+    rows = conn.execute(sql, [*entity_ids, *params, limit])
+    return [(r[0], r[1], tuple(sorted(r[2].split(",")))) for r in rows]
+
+
+def matched_entities(conn: apsw.Connection, aliases: Sequence[str]) -> list[str]:
+    """The entities these normalized aliases resolve to."""
+    if not aliases:
+        return []
+    marks = ",".join("?" * len(aliases))
+    rows = conn.execute(
+        f"SELECT DISTINCT entity_id FROM entity_alias WHERE alias IN ({marks})", tuple(aliases)
+    )
+    return [r[0] for r in rows]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    memory: Memory
+    content_norm: str
+    embedding: bytes | None
+
+
+def fetch(conn: apsw.Connection, rids: Sequence[int]) -> dict[int, Candidate]:
+    """The full rows of a candidate pool, with what MMR compares (tokens, vector)."""
+    out: dict[int, Candidate] = {}
+    for start in range(0, len(rids), 500):
+        chunk = tuple(rids[start : start + 500])
+        rows = conn.execute(
+            f"SELECT {_COLUMNS}, content_norm, embedding FROM memory "
+            f"WHERE rid IN ({','.join('?' * len(chunk))})",
+            chunk,
+        )
+        for r in rows:
+            m = _row_to_memory(r[:-2])
+            out[m.rowid] = Candidate(m, r[-2] or "", r[-1])
+    return out
+
+
+def entity_cards(
+    conn: apsw.Connection, ids: Sequence[str]
+) -> dict[str, list[tuple[str, str, str]]]:
+    """memory id -> [(entity id, kind, name)] in name order."""
+    if not ids:
+        return {}
+    rows = conn.execute(
+        "SELECT me.memory_id, e.id, e.kind, e.name FROM memory_entity AS me "
+        "JOIN entity AS e ON e.id = me.entity_id "
+        f"WHERE me.memory_id IN ({','.join('?' * len(ids))}) ORDER BY e.name, e.id",
+        tuple(ids),
+    )
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for mid, eid, kind, name in rows:
+        out.setdefault(mid, []).append((eid, kind, name))
+    return out
+
+
+def neighbours(
+    conn: apsw.Connection, memory_id: str, relations: Sequence[str], scope: Scope
+) -> list[tuple[Memory, str, float | None]]:
+    """Rows one link away (either direction) that the scope admits, strongest link first."""
+    where, params = scope.clause()
+    marks = ",".join("?" * len(relations))
+    sql = (
+        f"SELECT {_COLUMNS.replace('rid, ', 'm.rid, ', 1)}, l.relation, l.score FROM ("
+        f"  SELECT dst AS other, relation, score FROM memory_link WHERE src = ? "
+        f"    AND relation IN ({marks})"
+        f"  UNION ALL SELECT src, relation, score FROM memory_link WHERE dst = ? "
+        f"    AND relation IN ({marks})"
+        f") AS l CROSS JOIN memory AS m ON m.id = l.other WHERE {where} "
+        "ORDER BY l.score DESC NULLS LAST, m.rid DESC"
+    )
+    rows = conn.execute(sql, [memory_id, *relations, memory_id, *relations, *params])
+    return [(_row_to_memory(r[:-2]), r[-2], r[-1]) for r in rows]
+
+
+def by_id(conn: apsw.Connection, memory_id: str) -> Memory | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM memory WHERE id = ?", (memory_id,)).fetchone()
+    return _row_to_memory(row) if row else None
+
+
+def recent(conn: apsw.Connection, scope: Scope, limit: int) -> list[Memory]:
+    """Newest valid rows first (by when they became valid)."""
+    where, params = scope.clause()
+    sql = (
+        f"SELECT {_COLUMNS.replace('rid, ', 'm.rid, ', 1)} FROM memory AS m WHERE {where} "
+        "ORDER BY m.valid_from DESC, m.rid DESC LIMIT ?"
+    )
+    return [_row_to_memory(r) for r in conn.execute(sql, [*params, limit])]
+
+
+def ids_containing(conn: apsw.Connection, fragment: str, limit: int = 50) -> list[str]:
+    """Ids whose content holds the fragment, case-insensitively (a diagnostic scan: --target)."""
+    rows = conn.execute(
+        "SELECT id FROM memory WHERE instr(lower(content), lower(?)) > 0 "
+        "ORDER BY superseded_at IS NOT NULL, rid DESC LIMIT ?",
+        (fragment, limit),
+    )
+    return [r[0] for r in rows]
+
+
+def fts_any(
+    conn: apsw.Connection, match: str, live_only: bool, limit: int
+) -> list[tuple[str, str]]:
+    """(id, content) of rows matching any term, best first, regardless of namespace: the
+    --target fallback and the not_in_db neighbour list."""
+    live = "AND m.superseded_at IS NULL" if live_only else ""
+    sql = (
+        "SELECT m.id, m.content FROM memory_fts CROSS JOIN memory AS m "
+        f"ON m.rid = memory_fts.rowid WHERE memory_fts MATCH ? {live} "
+        "ORDER BY bm25(memory_fts) LIMIT ?"
+    )
+    return [(r[0], r[1]) for r in conn.execute(sql, (match, limit))]

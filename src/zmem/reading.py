@@ -1,0 +1,252 @@
+"""The read-by-relevance half of MemoryStore: recall, search, recent and the --explain
+debugger, plus the telemetry those reads leave behind. MemoryStore mixes this in; the ranking
+itself lives in retrieval/, the SQL in db/."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import apsw
+
+from zmem import config
+from zmem.db import memories
+from zmem.db.connect import read_snapshot, transaction
+from zmem.models import Hit
+from zmem.retrieval import explain, pipeline
+from zmem.retrieval.explain import Verdict
+from zmem.retrieval.lanes import LEXICAL_LANES
+from zmem.retrieval.pipeline import RecallReport
+from zmem.retrieval.query import is_change_intent
+
+if TYPE_CHECKING:
+    from zmem.config import Settings
+
+
+class RecallMixin:
+    """Needs `_conn` and `settings` from MemoryStore."""
+
+    _conn: apsw.Connection
+    settings: Settings
+
+    # ---- recall ----------------------------------------------------------------------------
+
+    def recall(self, query: str, **options: Any) -> list[Hit]:
+        """Rows relevant to the query, best first (see recall_report for the options)."""
+        return self.recall_report(query, **options).hits
+
+    def recall_report(
+        self,
+        query: str,
+        *,
+        namespace: str | None = None,
+        limit: int = 5,
+        include_global: bool = False,
+        global_limit: int = 3,
+        as_of: str | None = None,
+        no_bump: bool = False,
+        hybrid: bool | None = None,
+        no_mmr: bool = False,
+        link_hops: int = 1,
+        link_budget: int = 2,
+        no_unfold: bool = False,
+        min_confidence: float | None = None,
+    ) -> RecallReport:
+        """The full recall: hits plus what the read envelope reports (omitted rows, tokens).
+        Explicit calls bump retrieval_count on the rows that matched; no_bump=True is the
+        passive surface: it records a surface event and omits injection-risk and untrusted-web
+        rows. Lineage unfold runs only on explicit change-intent queries with link_hops=1."""
+        req = self._request(
+            query,
+            namespace,
+            limit,
+            include_global,
+            global_limit,
+            as_of,
+            no_bump,
+            hybrid,
+            no_mmr,
+            link_hops,
+            link_budget,
+            no_unfold,
+            min_confidence,
+        )
+        unfold = not no_bump and not no_unfold and link_hops >= 1 and is_change_intent(query)
+        report = self._read(req, expand_links=True, unfold=unfold)
+        self._telemetry(report, no_bump)
+        return report
+
+    def search(
+        self,
+        text: str,
+        *,
+        namespace: str | None = None,
+        limit: int = 10,
+        include_global: bool = False,
+        global_limit: int = 3,
+        as_of: str | None = None,
+        no_bump: bool = False,
+    ) -> RecallReport:
+        """The recall ranking without link expansion or lineage unfold (the search surface of
+        the CLI, MCP and Hermes)."""
+        req = self._request(
+            text,
+            namespace,
+            limit,
+            include_global,
+            global_limit,
+            as_of,
+            no_bump,
+            None,
+            False,
+            0,
+            0,
+            True,
+            None,
+        )
+        report = self._read(req, expand_links=False, unfold=False)
+        self._telemetry(report, no_bump)
+        return report
+
+    def recent(
+        self,
+        *,
+        namespace: str | None = None,
+        limit: int = 5,
+        min_confidence: float | None = None,
+        include_global: bool = False,
+        global_limit: int = 3,
+        as_of: str | None = None,
+        no_bump: bool = False,
+    ) -> RecallReport:
+        """Newest rows at or above the recent floor (ZMEM_INJECT_FLOOR_RECENT, 0.5)."""
+        req = self._request(
+            "",
+            namespace,
+            limit,
+            include_global,
+            global_limit,
+            as_of,
+            no_bump,
+            None,
+            True,
+            0,
+            0,
+            True,
+            min_confidence,
+        )
+        with read_snapshot(self._conn):
+            report = pipeline.run_recent(self._conn, self.settings, req)
+        self._telemetry(report, no_bump)
+        return report
+
+    def explain(
+        self, query: str, *, target: str | None = None, **options: Any
+    ) -> tuple[RecallReport, list[Verdict], dict[str, Any]]:
+        """recall --explain: the same pipeline with zero writes, one verdict per row (or per row
+        the target names). A failing tracer degrades to explain_unavailable; the results stand."""
+        opts = {
+            k: options.get(k, d)
+            for k, d in (
+                ("namespace", None),
+                ("limit", 5),
+                ("include_global", False),
+                ("global_limit", 3),
+                ("as_of", None),
+                ("no_bump", False),
+                ("hybrid", None),
+                ("no_mmr", False),
+                ("link_hops", 1),
+                ("link_budget", 2),
+                ("no_unfold", False),
+                ("min_confidence", None),
+            )
+        }
+        unknown = set(options) - set(opts)
+        if unknown:
+            raise TypeError(f"unknown explain options: {sorted(unknown)}")
+        req = self._request(query, *opts.values())
+        report = self._read(req, expand_links=True, unfold=False)
+        floor = (
+            self.settings.inject_floor_prompt if req.min_confidence is None else req.min_confidence
+        )
+        try:
+            with read_snapshot(self._conn):
+                found = explain.verdicts(self._conn, req, report, target, floor)
+        except Exception as exc:  # the debugger must never fail the recall it explains
+            found = [explain.Verdict(None, "explain_unavailable", detail={"error": repr(exc)})]
+        return report, found, req.explain_settings(report.hybrid)
+
+    def _request(
+        self,
+        query: str,
+        namespace: str | None,
+        limit: int,
+        include_global: bool,
+        global_limit: int,
+        as_of: str | None,
+        no_bump: bool,
+        hybrid: bool | None,
+        no_mmr: bool,
+        link_hops: int,
+        link_budget: int,
+        no_unfold: bool,
+        min_confidence: float | None,
+    ) -> pipeline.RecallRequest:
+        return pipeline.RecallRequest(
+            query=query,
+            namespace=namespace,
+            limit=limit,
+            include_global=include_global,
+            global_limit=global_limit,
+            as_of=config.normalize_instant(as_of) if as_of else None,
+            no_bump=no_bump,
+            hybrid=hybrid,
+            no_mmr=no_mmr,
+            link_hops=link_hops,
+            link_budget=link_budget,
+            no_unfold=no_unfold,
+            min_confidence=min_confidence,
+        )
+
+    def _read(
+        self, req: pipeline.RecallRequest, *, expand_links: bool, unfold: bool
+    ) -> RecallReport:
+        # Hybrid needs the vector lane, which arrives with the semantic issue; until then every
+        # mode, --hybrid included, is lexical + entity: the spec's fail-open behaviour.
+        with read_snapshot(self._conn):
+            return pipeline.run(
+                self._conn,
+                self.settings,
+                req,
+                LEXICAL_LANES,
+                hybrid=False,
+                expand_links=expand_links,
+                unfold=unfold,
+            )
+
+    def _telemetry(self, report: RecallReport, no_bump: bool) -> None:
+        # Only rows that matched count: link and lineage extras never advance telemetry.
+        ids = [h.id for h in report.matched]
+        try:
+            if no_bump:
+                self.record_surfaced(ids)
+            else:
+                self.bump_retrieved(ids)
+        except apsw.BusyError:
+            # A busy writer must not cost the agent its memories; the counter is advisory.
+            report.warnings.append("retrieval counters not updated: store busy")
+
+    # ---- telemetry (the recall surfaces call these) ------------------------------------------
+
+    def bump_retrieved(self, ids: Sequence[str]) -> None:
+        """Explicit reads: evidence the memory was useful."""
+        if ids:
+            with transaction(self._conn):
+                memories.bump_retrieved(self._conn, ids, config.now_iso())
+
+    def record_surfaced(self, ids: Sequence[str]) -> None:
+        """Passive surfaces (hooks, --no-bump): counted apart from retrievals."""
+        if ids:
+            with transaction(self._conn):
+                memories.record_surfaced(self._conn, ids, config.now_iso())

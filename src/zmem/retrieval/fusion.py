@@ -1,0 +1,88 @@
+"""Reciprocal Rank Fusion across lanes and the composite score that re-ranks the fused pool. The
+spec's weights, half-life and damping live here and nowhere else; tune-weights evaluates
+alternatives by passing another Weights."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from zmem import config
+from zmem.errors import UsageError
+
+RRF_K = 60
+HALF_LIFE_DAYS = 90.0
+# Popularity saturates here: sqrt(n / 50) reaches 1.0 at 50 explicit retrievals. The square
+# root is the spec's diminishing return; the cap keeps one hot row from owning every query.
+POPULARITY_SATURATION = 50
+
+
+@dataclass(frozen=True)
+class Weights:
+    bm25: float = 0.55
+    confidence: float = 0.20
+    recency: float = 0.15
+    popularity: float = 0.10
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "W_BM25": self.bm25,
+            "W_CONFIDENCE": self.confidence,
+            "W_RECENCY": self.recency,
+            "W_POPULARITY": self.popularity,
+        }
+
+
+DEFAULT_WEIGHTS = Weights()
+
+
+def rrf(rankings: Iterable[Iterable[int]], k: int = RRF_K) -> dict[int, float]:
+    """Per-id additive: a row found by several lanes accumulates each lane's 1/(k + rank)."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking, start=1):
+            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def recency(valid_from: str, reference: datetime) -> float:
+    """1.0 for a row valid from the reference instant, halving every HALF_LIFE_DAYS."""
+    try:
+        start = config.parse_instant(valid_from)
+    except UsageError:  # a hand-edited timestamp must not fail a recall
+        return 0.0
+    age_days = max(0.0, (reference - start).total_seconds() / 86400.0)
+    return 0.5 ** (age_days / HALF_LIFE_DAYS)
+
+
+def popularity(retrieval_count: int) -> float:
+    return min(1.0, math.sqrt(max(0, retrieval_count) / POPULARITY_SATURATION))
+
+
+def relevance(native: Mapping[str, float]) -> float:
+    """The relevance part: the FTS score when the row matched lexically, else the vector cosine,
+    else the fraction of the query's entities it carries (the spec's order of precedence)."""
+    for lane in ("fts", "vector", "entity"):
+        if lane in native:
+            return native[lane]
+    return 0.0
+
+
+def composite(
+    rel: float,
+    confidence: float,
+    trust: float,
+    rec: float,
+    pop: float,
+    weights: Weights = DEFAULT_WEIGHTS,
+) -> float:
+    # Trust (lowered by contradictions, raised by corroboration) scales the confidence part:
+    # a contested row keeps matching but yields to an uncontested one of equal standing.
+    return (
+        weights.bm25 * rel
+        + weights.confidence * confidence * trust
+        + weights.recency * rec
+        + weights.popularity * pop
+    )

@@ -1,0 +1,103 @@
+"""The ranked candidate lists recall fuses. A lane takes the query plan and a scope (namespace
+set, instant, pre-floor) and returns row ids best first plus a native 0..1 relevance per row.
+The vector lane of the semantic issue is one more implementation of the same shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
+
+import apsw
+
+from zmem.capture.entities import query_aliases
+from zmem.db import recall as db
+from zmem.db.recall import Scope
+from zmem.retrieval.query import fts_expression, query_terms
+
+
+@dataclass
+class QueryPlan:
+    """The query text and what each lane derives from it, computed once per recall."""
+
+    text: str
+
+    @cached_property
+    def terms(self) -> list[str]:
+        return query_terms(self.text)
+
+    @cached_property
+    def aliases(self) -> list[str]:
+        return query_aliases(self.text)
+
+
+@dataclass
+class LaneResult:
+    name: str
+    ranked: list[int] = field(default_factory=list)  # rids, best first
+    native: dict[int, float] = field(default_factory=dict)  # rid -> relevance in 0..1
+    detail: dict[int, object] = field(default_factory=dict)
+
+
+class Lane(Protocol):
+    name: str
+
+    def run(
+        self, conn: apsw.Connection, plan: QueryPlan, scope: Scope, depth: int
+    ) -> LaneResult: ...
+
+
+class FtsLane:
+    """BM25 over content and tags. Rows holding every term rank first (an AND pass), then the
+    rest of the OR pool by score, so a long query still ranks complete matches on top."""
+
+    name = "fts"
+
+    def run(self, conn: apsw.Connection, plan: QueryPlan, scope: Scope, depth: int) -> LaneResult:
+        out = LaneResult(self.name)
+        terms = plan.terms
+        if not terms or depth <= 0:
+            return out
+        scores: dict[int, float] = {}
+        if len(terms) > 1:
+            for rid, s in db.fts_lane(conn, fts_expression(terms, "AND"), scope, depth):
+                out.ranked.append(rid)
+                scores[rid] = s
+        if len(out.ranked) < depth:
+            # Over-fetch by what the AND pass found: those rows come back and are skipped.
+            want = depth + len(out.ranked)
+            for rid, s in db.fts_lane(conn, fts_expression(terms, "OR"), scope, want):
+                if rid not in scores:
+                    out.ranked.append(rid)
+                    scores[rid] = s
+                    if len(out.ranked) == depth:
+                        break
+        best = min(scores.values(), default=0.0)
+        for rid, s in scores.items():
+            # bm25() is negative, lower is better; normalise against this query's best row.
+            out.native[rid] = s / best if best < 0 else 1.0
+        return out
+
+
+class EntityLane:
+    """Memories linked to an entity the query names (extractor mentions plus plain tokens and
+    word pairs looked up as aliases), ranked by matched entities, then recency."""
+
+    name = "entity"
+
+    def run(self, conn: apsw.Connection, plan: QueryPlan, scope: Scope, depth: int) -> LaneResult:
+        out = LaneResult(self.name)
+        aliases = plan.aliases
+        if not aliases or depth <= 0:
+            return out
+        entity_ids = db.matched_entities(conn, aliases)
+        rows = db.entity_lane(conn, entity_ids, scope, depth)
+        matched = len(entity_ids)
+        for rid, n, entity_ids in rows:
+            out.ranked.append(rid)
+            out.native[rid] = min(1.0, n / matched) if matched else 0.0
+            out.detail[rid] = entity_ids
+        return out
+
+
+LEXICAL_LANES: tuple[Lane, ...] = (FtsLane(), EntityLane())

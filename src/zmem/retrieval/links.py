@@ -1,0 +1,64 @@
+"""1-hop link expansion: after the tiers are cut to their limits, each matched row's related,
+supports and contradicts neighbours join the result, up to the link budget. Neighbours stay in
+the tier's namespace set and the --as-of window; contradicts neighbours must clear the floor and
+carry [CONTESTED LINK]. One indexed lookup per result row, nothing more (no graph walk)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from zmem.db import recall as db
+from zmem.models import Hit
+from zmem.retrieval.scoring import ScoringContext, passive_block, row_injection_risk
+
+if TYPE_CHECKING:
+    from zmem.retrieval.pipeline import RecallRequest, Tier
+
+EXPAND_RELATIONS = ("related", "supports", "contradicts")
+
+
+def expand(
+    ctx: ScoringContext,
+    hits: Sequence[Hit],
+    tiers: Sequence[Tier],
+    req: RecallRequest,
+    floor: float,
+) -> list[Hit]:
+    scopes = {t.name: replace(t.scope, floor=0.0) for t in tiers}
+    present = {h.id for h in hits}
+    extras: list[Hit] = []
+    for h in hits:
+        if len(extras) >= req.link_budget:
+            break
+        for m, relation, score in db.neighbours(ctx.conn, h.id, EXPAND_RELATIONS, scopes[h.tier]):
+            if m.id in present:
+                continue
+            if req.no_bump and passive_block(m) is not None:
+                continue  # a passive surface never shows such a row, link or not
+            conf, stale = ctx.effective(m)
+            contested = relation == "contradicts"
+            if contested and conf < floor:
+                continue
+            present.add(m.id)
+            extras.append(
+                Hit(
+                    memory=m,
+                    score=ctx.score(m, 0.0, conf),  # it matched nothing: no relevance part
+                    relevance=0.0,
+                    rrf=0.0,
+                    lanes={},
+                    effective_confidence=conf,
+                    stale_source=stale,
+                    injection_risk=row_injection_risk(m),
+                    tier=h.tier,
+                    link_of=h.id,
+                    link_relation=relation,
+                    link_score=score,
+                    contested_link=contested,
+                )
+            )
+            if len(extras) >= req.link_budget:
+                break
+    return extras

@@ -1,0 +1,59 @@
+"""Maximal Marginal Relevance: re-order a scored pool so near-paraphrases cannot crowd out a
+distinct fact. Similarity is embedding cosine when both rows carry a vector of the same size,
+else Jaccard on their normalized content tokens, so it also works on model-absent stores."""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TypeVar
+
+from zmem.tokens import jaccard
+
+K = TypeVar("K", bound=Hashable)
+
+
+def mmr_order(
+    order: Sequence[K],
+    score: Mapping[K, float],
+    similarity: Callable[[K, K], float],
+    lam: float,
+    picks: int,
+) -> list[K]:
+    """The first `picks` rows chosen greedily by lam*score - (1-lam)*max similarity to the rows
+    already chosen; the rest follow in their original order. lam=1.0 returns `order` as is."""
+    if lam >= 1.0 or len(order) <= 1 or picks <= 1:
+        return list(order)
+    remaining = list(order)
+    chosen = [remaining.pop(0)]
+    closest = {k: similarity(k, chosen[0]) for k in remaining}
+    while remaining and len(chosen) < picks:
+        # max() keeps the first of equals, so ties fall back to the composite order.
+        best = max(remaining, key=lambda k: lam * score[k] - (1.0 - lam) * closest[k])
+        remaining.remove(best)
+        chosen.append(best)
+        for k in remaining:
+            closest[k] = max(closest[k], similarity(k, best))
+    return chosen + remaining
+
+
+def _vector(blob: bytes) -> tuple[float, ...]:
+    return struct.unpack(f"<{len(blob) // 4}f", blob)
+
+
+class Similarity:
+    """Pairwise similarity over candidates, decoding each row's tokens and vector once."""
+
+    def __init__(self, norms: Mapping[K, str], vectors: Mapping[K, bytes | None]):
+        self._tokens = {k: frozenset(v.split()) for k, v in norms.items()}
+        self._vectors = {k: _vector(b) for k, b in vectors.items() if b}
+
+    def __call__(self, a: K, b: K) -> float:
+        va, vb = self._vectors.get(a), self._vectors.get(b)
+        if va is not None and vb is not None and len(va) == len(vb):
+            dot = sum(x * y for x, y in zip(va, vb, strict=True))
+            na = math.sqrt(sum(x * x for x in va))
+            nb = math.sqrt(sum(y * y for y in vb))
+            return dot / (na * nb) if na and nb else 0.0
+        return jaccard(self._tokens.get(a, frozenset()), self._tokens.get(b, frozenset()))

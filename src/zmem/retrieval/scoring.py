@@ -1,0 +1,62 @@
+"""Per-recall scoring state shared by the pipeline, link expansion and lineage unfold: the
+reference clock, the [STALE SOURCE] check (one file hash per row per recall), the composite
+score of a row, and the passive-surface safety test."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import apsw
+
+from zmem import config
+from zmem.capture.injection import is_injection_risk
+from zmem.capture.source import source_state
+from zmem.config import Settings
+from zmem.models import INJECTION_TAG, Memory
+from zmem.retrieval import fusion
+
+
+def row_injection_risk(m: Memory) -> bool:
+    # Re-classified at read time: a row stored before a pattern existed is still caught.
+    return INJECTION_TAG in m.tags or is_injection_risk(m.content)
+
+
+def passive_block(m: Memory) -> str | None:
+    """Why a passive surface must not show this row, or None."""
+    if row_injection_risk(m):
+        return "omitted_injection"
+    if m.taint == "untrusted_web":
+        return "omitted_untrusted_web"
+    return None
+
+
+class ScoringContext:
+    """Per-recall state shared by the tiers: connection, settings, clock, memoised checks."""
+
+    def __init__(self, conn: apsw.Connection, settings: Settings, as_of: str | None):
+        self.conn = conn
+        self.settings = settings
+        self.reference: datetime = config.parse_instant(as_of) if as_of else config.now()
+        self.warnings: list[str] = []
+        self._states: dict[str, str | None] = {}
+
+    def effective(self, m: Memory) -> tuple[float, bool]:
+        """(confidence after [STALE SOURCE] halving, stale?)."""
+        if m.source_ref is None or not m.source_ref.startswith("file:"):
+            return m.confidence, False
+        if m.id not in self._states:
+            state = source_state(m.source_ref, m.source_hash)
+            if state == "unreadable":
+                self.warnings.append(f"source {m.source_ref} cannot be opened")
+            self._states[m.id] = state
+        stale = self._states[m.id] == "stale"
+        return (m.confidence / 2 if stale else m.confidence), stale
+
+    def score(self, m: Memory, rel: float, conf: float) -> float:
+        return fusion.composite(
+            rel,
+            conf,
+            m.trust_score,
+            fusion.recency(m.refreshed_at or m.valid_from, self.reference),
+            fusion.popularity(m.retrieval_count),
+        )
