@@ -151,13 +151,28 @@ def _same_words(
 def link_entities(
     conn: apsw.Connection, memory_id: str, content: str, tags: Sequence[str], at: str
 ) -> None:
+    """Resolve each mention to an entity (its first alias that exists wins, else a new entity),
+    give the entity the mention's missing aliases, and link the memory to them. The existing
+    aliases of all mentions are read in one statement and the resolution is replayed in Python,
+    mention by mention, exactly as a lookup-then-insert per mention would see it (a later
+    mention may resolve through an alias an earlier one just added); the new aliases are then
+    written in one batch."""
+    mentions = extract_entities(content, tags)
+    if not mentions:
+        return
+    owner = graph.alias_owners(conn, list({a: None for m in mentions for a in m.aliases}))
+    new_aliases: list[tuple[str, str]] = []
     ids = []
-    for mention in extract_entities(content, tags):
-        entity_id = graph.entity_for_aliases(conn, mention.aliases)
+    for mention in mentions:
+        entity_id = next((owner[a] for a in mention.aliases if a in owner), None)
         if entity_id is None:
             entity_id = graph.create_entity(conn, mention.kind, mention.name, at)
-        graph.add_aliases(conn, entity_id, mention.aliases)
+        for alias in mention.aliases:
+            if alias not in owner:  # ON CONFLICT DO NOTHING: an owned alias stays its owner's
+                owner[alias] = entity_id
+                new_aliases.append((alias, entity_id))
         ids.append(entity_id)
+    graph.insert_aliases(conn, new_aliases)
     graph.link_memory_entities(conn, memory_id, ids)
 
 

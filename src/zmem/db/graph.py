@@ -50,6 +50,26 @@ def entity_for_aliases(conn: apsw.Connection, aliases: Sequence[str]) -> str | N
     return None
 
 
+def alias_owners(conn: apsw.Connection, aliases: Sequence[str]) -> dict[str, str]:
+    """{alias: entity id} for those of these normalized aliases that exist: one statement for
+    all of a write's mentions instead of one per alias."""
+    found: dict[str, str] = {}
+    for i in range(0, len(aliases), _MAX_VARIABLES):
+        chunk = tuple(aliases[i : i + _MAX_VARIABLES])
+        marks = ",".join("?" * len(chunk))
+        found.update(
+            conn.execute(
+                f"SELECT alias, entity_id FROM entity_alias WHERE alias IN ({marks})", chunk
+            )
+        )
+    return found
+
+
+# Well below SQLite's bound-parameter limit (32766); a 64k-character text can hold thousands of
+# distinct mentions.
+_MAX_VARIABLES = 4096
+
+
 def create_entity(conn: apsw.Connection, kind: str, name: str, at: str) -> str:
     entity_id = str(uuid.uuid4())
     conn.execute(
@@ -60,14 +80,24 @@ def create_entity(conn: apsw.Connection, kind: str, name: str, at: str) -> str:
 
 
 def add_aliases(conn: apsw.Connection, entity_id: str, aliases: Iterable[str]) -> None:
-    # An alias already owned by another entity stays there: identity is never silently moved.
-    conn.executemany(
-        "INSERT INTO entity_alias (alias, entity_id) VALUES (?, ?) ON CONFLICT (alias) DO NOTHING",
-        [(a, entity_id) for a in aliases],
-    )
+    insert_aliases(conn, [(a, entity_id) for a in aliases])
+
+
+def insert_aliases(conn: apsw.Connection, pairs: Sequence[tuple[str, str]]) -> None:
+    """(alias, entity id) pairs. An alias already owned by another entity stays there: identity
+    is never silently moved."""
+    if pairs:
+        conn.executemany(
+            "INSERT INTO entity_alias (alias, entity_id) VALUES (?, ?) "
+            "ON CONFLICT (alias) DO NOTHING",
+            pairs,
+        )
 
 
 def link_memory_entities(conn: apsw.Connection, memory_id: str, entity_ids: Iterable[str]) -> None:
+    entity_ids = list(entity_ids)
+    if not entity_ids:
+        return
     conn.executemany(
         "INSERT INTO memory_entity (memory_id, entity_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
         [(memory_id, e) for e in entity_ids],

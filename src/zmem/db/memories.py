@@ -3,12 +3,13 @@ write path's dedup and linking use."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 
@@ -125,8 +126,13 @@ def dedup_terms(namespace: str, tokens: Iterable[str]) -> list[str]:
     """Similarity tokens as term_df keys them: prefixed with a short namespace id so each
     posting list holds one namespace (see migration 0008). An id collision between namespaces
     only adds candidates, which the caller's namespace check drops."""
-    space = hashlib.blake2b(namespace.encode("utf-8"), digest_size=4).hexdigest()
-    return [f"n{space}q{t}" for t in tokens]
+    prefix = _term_prefix(namespace)
+    return [prefix + t for t in tokens]
+
+
+@functools.lru_cache(maxsize=256)  # one process writes to a handful of namespaces
+def _term_prefix(namespace: str) -> str:
+    return "n" + hashlib.blake2b(namespace.encode("utf-8"), digest_size=4).hexdigest() + "q"
 
 
 def insert(conn: apsw.Connection, m: NewMemory) -> None:
@@ -222,8 +228,9 @@ def list_memories(
     return [_row_to_memory(r) for r in conn.execute(sql, params)]
 
 
-@dataclass(frozen=True)
-class TermStat:
+class TermStat(NamedTuple):
+    # A tuple, not a frozen dataclass: a write builds ~17 of these, and a dataclass __init__
+    # cost 1 us each.
     df: int
     posts: str | None  # comma-separated rids; None once more than POSTINGS_CAP rows hold it
 
@@ -238,15 +245,19 @@ class TermStat:
 
 def term_stats(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, TermStat]:
     """For each dedup term: how many stored rows hold it, and which when there are few."""
-    stats = dict.fromkeys(terms, TermStat(0, ""))
+    stats = dict.fromkeys(terms, _UNSEEN)
     if not terms:
         return stats
     marks = ",".join("?" * len(terms))
-    for term, df, posts in conn.execute(
+    make = TermStat._make
+    for row in conn.execute(
         f"SELECT term, df, posts FROM term_df WHERE term IN ({marks})", tuple(terms)
     ):
-        stats[term] = TermStat(df, posts)
+        stats[row[0]] = make(row[1:])
     return stats
+
+
+_UNSEEN = TermStat(0, "")
 
 
 @dataclass(frozen=True)
