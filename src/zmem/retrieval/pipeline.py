@@ -27,6 +27,8 @@ from zmem.retrieval.scoring import ScoringContext, passive_block, row_injection_
 # Each lane fetches this deep before fusion: the pool --explain calls "over-fetch depth".
 POOL_MIN = 50
 POOL_PER_RESULT = 10
+MMR_WINDOW_MIN = 20
+MMR_WINDOW_PER_RESULT = 4
 NAMESPACE_TIER = "namespace"
 GLOBAL_TIER = "global"
 
@@ -177,9 +179,14 @@ def _run_tier(
 
     order = sorted(scored, key=lambda rid: (-scored[rid][0], -fused[rid], -rid))
 
+    # Only the head of the order can be presented; MMR looks this deep for alternatives.
+    window = max(MMR_WINDOW_MIN, tier.limit * MMR_WINDOW_PER_RESULT)
     if req.no_bump:
-        kept = []
+        kept, checked = [], 0
         for pos, rid in enumerate(order):
+            if len(kept) >= window:
+                break  # the rest is below the limit whatever the filter says
+            checked = pos + 1
             m = cands[rid].memory
             blocked = passive_block(m)
             if blocked is None:
@@ -197,20 +204,18 @@ def _run_tier(
                 lanes=ranks[rid],
                 detail={"passive_filter": blocked},
             )
-        order = kept
+        order = kept + order[checked:]  # unchecked rows stay below the limit
 
     if not req.no_mmr and ctx.settings.mmr_lambda < 1.0:
+        head = order[:window]
         sim = Similarity(
-            {rid: cands[rid].content_norm for rid in order},
-            {rid: cands[rid].embedding for rid in order},
+            {rid: cands[rid].content_norm for rid in head},
+            {rid: cands[rid].embedding for rid in head},
         )
-        order = mmr_order(
-            order,
-            {rid: scored[rid][0] for rid in order},
-            sim,
-            ctx.settings.mmr_lambda,
-            tier.limit,
+        head = mmr_order(
+            head, {rid: scored[rid][0] for rid in head}, sim, ctx.settings.mmr_lambda, tier.limit
         )
+        order = head + order[window:]
 
     hits = []
     for pos, rid in enumerate(order):

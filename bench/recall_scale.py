@@ -1,0 +1,279 @@
+"""Recall-scale benchmark: lexical recall latency through MemoryStore.recall at 10k / 100k / 1M
+synthetic rows with Zipf-distributed words (realistic posting-list lengths), in a warm process
+(p50/p95 over a query set) and as a fresh `zmem recall` process per query. The stores are built
+in bulk with SQL (the write path has its own benchmark) and cached between runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from bisect import bisect
+from datetime import UTC, datetime, timedelta
+from itertools import accumulate
+from pathlib import Path
+from random import Random
+
+import apsw
+
+from zmem import MemoryStore, config
+from zmem.tokens import STOP_WORDS, similarity_norm
+
+TARGETS_MS = {100_000: 10.0, 1_000_000: 40.0}  # warm p50, from the recall issue
+VOCAB = 50_000
+ZIPF_S = 1.0  # English word frequencies fall off close to 1/rank...
+# ...counting from the ~150 stop words, which take the head of the curve and are drawn apart.
+ZIPF_OFFSET = 150
+STOP_SHARE = 0.40  # share of running text that is stop words
+ENTITIES = 2_000
+NAMESPACES = [("project:main", 0.5), *((f"project:p{i}", 0.3 / 9) for i in range(9))]
+NAMESPACES.append(("user:global", 0.2))
+QUERY_NAMESPACE = "project:main"
+SIGNALS = [("test", 0.3), ("user", 0.3), ("reviewer", 0.2), ("lint", 0.1), ("none", 0.1)]
+CONFIDENCE = {"test": 0.9, "user": 0.6, "reviewer": 0.6, "lint": 0.85, "none": 0.2}
+TYPES = ["fact", "lesson", "convention", "preference", "decision", "constraint"]
+STOPS = sorted(STOP_WORDS - {"s", "t"})
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def _syllable_word(i: int) -> str:
+    # Distinct pronounceable pseudo-words: rank 0 is the most frequent.
+    consonants, vowels = "bdfgklmnprstvz", "aeiou"
+    out = []
+    n = i + 1
+    while n:
+        n, r = divmod(n, len(consonants) * len(vowels))
+        out.append(consonants[r // len(vowels)] + vowels[r % len(vowels)])
+    return "".join(out) + "x"
+
+
+class Corpus:
+    def __init__(self, seed: int):
+        self.rng = Random(seed)
+        self.words = [_syllable_word(i) for i in range(VOCAB)]
+        self.cum = list(accumulate(1.0 / (r + ZIPF_OFFSET) ** ZIPF_S for r in range(VOCAB)))
+        self.entity_cum = list(accumulate(1.0 / (r + 1) for r in range(ENTITIES)))
+
+    def word(self) -> str:
+        return self.words[bisect(self.cum, self.rng.random() * self.cum[-1])]
+
+    def entity(self) -> int:
+        return bisect(self.entity_cum, self.rng.random() * self.entity_cum[-1])
+
+    def sentence(self) -> str:
+        n = self.rng.randint(15, 40)
+        rng = self.rng
+        return " ".join(
+            rng.choice(STOPS) if rng.random() < STOP_SHARE else self.word() for _ in range(n)
+        )
+
+    def pick(self, table: list[tuple[str, float]]) -> str:
+        x = self.rng.random() * sum(w for _, w in table)
+        for value, w in table:
+            x -= w
+            if x <= 0:
+                return value
+        return table[-1][0]
+
+
+def build(path: Path, rows: int, seed: int) -> None:
+    """A migrated store holding `rows` memories, 5 % superseded, linked to Zipf entities."""
+    tmp = path.with_suffix(".building")
+    for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        p.unlink(missing_ok=True)
+    MemoryStore.open(settings=config.load_settings(store_path=tmp)).close()
+    conn = apsw.Connection(str(tmp))
+    conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; PRAGMA cache_size = -262144")
+    corpus = Corpus(seed)
+    start = NOW - timedelta(days=730)
+    entity_ids = [str(uuid.UUID(int=corpus.rng.getrandbits(128))) for _ in range(ENTITIES)]
+    with conn:
+        conn.executemany(
+            "INSERT INTO entity (id, kind, name, created_at) VALUES (?, 'tool', ?, ?)",
+            [(e, corpus.words[i * 7], start.isoformat()) for i, e in enumerate(entity_ids)],
+        )
+        # Every 7th vocabulary word doubles as an entity alias, so queries do hit this lane.
+        conn.executemany(
+            "INSERT INTO entity_alias (alias, entity_id) VALUES (?, ?)",
+            [(corpus.words[i * 7], e) for i, e in enumerate(entity_ids)],
+        )
+    batch = 20_000
+    t0 = time.perf_counter()
+    for lo in range(0, rows, batch):
+        mem, links = [], []
+        for i in range(lo, min(rows, lo + batch)):
+            content = corpus.sentence()
+            signal = corpus.pick(SIGNALS)
+            at = (start + timedelta(seconds=730 * 86400 * i / rows)).strftime(
+                "%Y-%m-%dT%H:%M:%S.%fZ"
+            )
+            mid = str(uuid.UUID(int=corpus.rng.getrandbits(128)))
+            dead = corpus.rng.random() < 0.05
+            mem.append(
+                (
+                    mid,
+                    content,
+                    similarity_norm(content),
+                    corpus.rng.choice(TYPES),
+                    corpus.pick(NAMESPACES),
+                    signal,
+                    CONFIDENCE[signal],
+                    at,
+                    at,
+                    at if dead else None,
+                    at if dead else None,
+                    "bench" if dead else None,
+                    corpus.rng.randint(0, 3),
+                )
+            )
+            for _ in range(corpus.rng.choice((0, 1, 1, 2))):
+                links.append((mid, entity_ids[corpus.entity()]))
+        with conn:
+            conn.executemany(
+                "INSERT INTO memory (id, content, content_norm, type, namespace, signal, "
+                "confidence, ingestion_ts, valid_from, superseded_at, valid_until, "
+                "supersede_reason, retrieval_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                mem,
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO memory_entity (memory_id, entity_id) VALUES (?, ?)", links
+            )
+        done = min(rows, lo + batch)
+        rate = done / (time.perf_counter() - t0)
+        print(f"  building {rows:,}: {done:,} rows ({rate:,.0f}/s)", file=sys.stderr, end="\r")
+    print(file=sys.stderr)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    tmp.rename(path)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+
+def queries(path: Path, n: int, seed: int) -> list[str]:
+    """Prose around 3-6 content words of random live rows of the queried namespace."""
+    rng = Random(seed + 1)
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    top = conn.execute("SELECT max(rid) FROM memory").fetchone()[0]
+    out = []
+    while len(out) < n:
+        row = conn.execute(
+            "SELECT content FROM memory WHERE rid >= ? AND namespace = ? AND superseded_at IS NULL "
+            "LIMIT 1",
+            (rng.randint(1, top), QUERY_NAMESPACE),
+        ).fetchone()
+        if row is None:
+            continue
+        words = [w for w in row[0].split() if w not in STOP_WORDS]
+        if len(words) < 3:
+            continue
+        picked = rng.sample(words, min(len(words), rng.randint(3, 6)))
+        out.append(f"how should we handle the {' '.join(picked)} when it is done?")
+    conn.close()
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def warm(path: Path, qs: list[str], no_bump: bool) -> dict[str, float]:
+    settings = config.load_settings(store_path=path)
+    times, hits = [], 0
+    with MemoryStore.open(settings=settings) as store:
+        for q in qs[:5]:  # warm the page cache and the imports
+            store.recall(q, namespace=QUERY_NAMESPACE, no_bump=no_bump)
+        for q in qs:
+            t = time.perf_counter()
+            found = store.recall(q, namespace=QUERY_NAMESPACE, no_bump=no_bump)
+            times.append((time.perf_counter() - t) * 1000)
+            hits += bool(found)
+    return {
+        "p50_ms": statistics.median(times),
+        "p95_ms": pct(times, 0.95),
+        "answered": hits / len(qs),
+    }
+
+
+def fresh(path: Path, qs: list[str], runs: int) -> dict[str, float]:
+    exe = Path(sys.executable).with_name("zmem")
+    env = {**os.environ, "ZMEM_STORE": str(path)}
+    times = []
+    for q in qs[:runs]:
+        t = time.perf_counter()
+        subprocess.run(
+            [str(exe), "recall", "--query", q, "--namespace", QUERY_NAMESPACE, "--no-bump"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        times.append((time.perf_counter() - t) * 1000)
+    return {"p50_ms": statistics.median(times), "p95_ms": pct(times, 0.95)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated row counts")
+    ap.add_argument("--queries", type=int, default=200, help="warm queries per size")
+    ap.add_argument("--fresh-runs", type=int, default=15, help="fresh processes per size")
+    ap.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "zmem-bench"))
+    ap.add_argument("--rebuild", action="store_true", help="rebuild cached stores")
+    ap.add_argument("--seed", type=int, default=20241202)
+    ap.add_argument("--out-json", default=None)
+    args = ap.parse_args()
+    os.environ.pop("ZMEM_TEST_NOW", None)
+    os.environ.setdefault("ZMEM_EMBED_PROFILE", "fake")
+    cache = Path(args.cache_dir)
+    cache.mkdir(parents=True, exist_ok=True)
+    results = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        path = cache / f"recall-{size}-{args.seed}.sqlite"
+        if args.rebuild or not path.exists():
+            build(path, size, args.seed)
+        qs = queries(path, args.queries, args.seed)
+        print(f"  {size:,}: {len(qs)} warm queries...", file=sys.stderr)
+        passive = warm(path, qs, no_bump=True)
+        explicit = warm(path, qs, no_bump=False)
+        print(f"  {size:,}: {args.fresh_runs} fresh processes...", file=sys.stderr)
+        cold = fresh(path, qs, args.fresh_runs)
+        results.append(
+            {
+                "rows": size,
+                "store_mb": path.stat().st_size / 1e6,
+                "passive": passive,
+                "explicit": explicit,
+                "fresh": cold,
+                "target_p50_ms": TARGETS_MS.get(size),
+            }
+        )
+    print(
+        f"\nrecall_scale on {platform.machine()} / Python {platform.python_version()}, "
+        f"SQLite {apsw.sqlite_lib_version()}, {args.queries} queries, namespace "
+        f"{QUERY_NAMESPACE} (50 % of rows)\n"
+    )
+    print(
+        "| rows | store MB | passive p50 / p95 ms | explicit p50 / p95 ms | fresh process "
+        "p50 / p95 ms | answered | target p50 |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        target = f"≤ {r['target_p50_ms']:.0f} ms" if r["target_p50_ms"] else "-"
+        print(
+            f"| {r['rows']:,} | {r['store_mb']:.0f} | {r['passive']['p50_ms']:.1f} / "
+            f"{r['passive']['p95_ms']:.1f} | {r['explicit']['p50_ms']:.1f} / "
+            f"{r['explicit']['p95_ms']:.1f} | {r['fresh']['p50_ms']:.0f} / "
+            f"{r['fresh']['p95_ms']:.0f} | {r['passive']['answered']:.0%} | {target} |"
+        )
+    if args.out_json:
+        Path(args.out_json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
