@@ -187,12 +187,25 @@ _ALIAS_TO_KEY = {a: k for k, m in _BUILTIN.items() for a in m.aliases}
 _ENGLISH = frozenset(a for a, c in _CUES.items() if c.english)
 # Longest alias first so "github cli" wins over "github"; neighbours like '.', '/', '-' are part
 # of the word, so "git" never fires inside "GitHub", "node_modules", ".git" or "pre-commit".
+
+
+def _alias_alternation(aliases: list[str]) -> str:
+    """`a1|a2|...` in the given order, factored by first character: `d(?:ocker|...)|g(?:it|...)`.
+    The regex engine tries a branch's alternatives one by one, so at each word start the flat
+    form tried all ~110 aliases; factored, it tries one letter per group and then only that
+    letter's aliases (41 -> 12 us per add). The first characters are ASCII letters, each
+    matching a disjoint set of characters under IGNORECASE, and every group keeps its aliases'
+    relative order, so the same alias wins at every position."""
+    groups: dict[str, list[str]] = {}
+    for a in aliases:
+        assert a[:1].isascii() and a[:1].isalpha()
+        groups.setdefault(a[0], []).append(r"\s+".join(map(re.escape, a[1:].split(" "))))
+    return "|".join(f"{first}(?:{'|'.join(rests)})" for first, rests in groups.items())
+
+
 _PROSE_RE = re.compile(
     r"(?<![\w./\\@$-])(?:"
-    + "|".join(
-        r"\s+".join(map(re.escape, a.split()))
-        for a in sorted(_ALIAS_TO_KEY, key=lambda a: (-len(a), a))
-    )
+    + _alias_alternation(sorted(_ALIAS_TO_KEY, key=lambda a: (-len(a), a)))
     + r")(?![\w/\\@]|[.-]\w)",
     re.IGNORECASE,
 )
@@ -308,6 +321,14 @@ def _from_tag(tag: str) -> EntityMention | None:
 
 
 _SPECIAL_CHAR = re.compile(r"[./\\@:]")
+# The words extract_entities must look at in its path pass: those holding one of . / \\ @ : (URL,
+# host, e-mail, path), and those that may be a bare file name (Makefile). Every bare file name
+# contains "file", and for ASCII text casefold() is lower(), so a word that is ASCII, holds no
+# special character and no "file" in any case can be no path: one regex finds the rest without a
+# Python step per word (~45 of an add's ~100 us in entity extraction). Each match is a whole
+# whitespace-delimited word, the same span `\S+` gives.
+_PATH_WORD_RE = re.compile(r"(?<!\S)\S*?(?:[./\\@:]|[Ff][Ii][Ll][Ee]|[^\s\x00-\x7f])\S*")
+assert all(_SPECIAL_CHAR.search(f) or "file" in f for f in _W["files"])
 
 
 def extract_entities(content: str, tags: Sequence[str] = ()) -> list[EntityMention]:
@@ -321,7 +342,7 @@ def extract_entities(content: str, tags: Sequence[str] = ()) -> list[EntityMenti
     for m in _BACKTICK_RE.finditer(content):
         mask(m.start(), m.end())
         found.extend((m.start(), i, men) for i, men in enumerate(_from_code(m.group(1))))
-    for m in re.finditer(r"\S+", "".join(chars)):
+    for m in _PATH_WORD_RE.finditer("".join(chars)):
         tok = m.group()
         if "\x00" in tok:
             continue
