@@ -219,6 +219,8 @@ def _anchor_text(norm: str) -> str:
 
 
 def _normalise(text: str) -> str:
+    if text.isascii():
+        return text  # ASCII is NFKC-stable and holds no invisible format characters
     return unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
 
 

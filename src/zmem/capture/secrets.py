@@ -166,6 +166,40 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...], _Check | None], ..
 )
 
 
+# Literals every match of a pattern contains: (case-sensitive, lower-cased for the (?i:) parts).
+# A pattern whose literals are all absent cannot match, so its regex is skipped: most lessons
+# hold none of them (~48 -> ~12 us per add). Only for ASCII text: under IGNORECASE some
+# non-ASCII characters match ASCII letters ("\u017f" matches "s"), which lower() does not show.
+_ANCHORS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "private_key": (("-----BEGIN",), ()),
+    "github_token": (("gh", "github_pat_"), ()),
+    "anthropic_key": (("sk-ant-",), ()),
+    "openai_key": (("sk-",), ()),
+    "stripe_key": (("k_live_", "k_test_"), ()),
+    "aws_access_key": (("AKIA", "ASIA"), ()),
+    "aws_secret_key": ((), ("secret",)),
+    "slack_token": (("xox",), ()),
+    "google_api_key": (("AIza",), ()),
+    "npm_token": (("npm_",), ()),
+    "jwt": (("eyJ",), ()),
+    "url_credentials": (("://",), ()),
+    "bearer_token": ((), ("bearer",)),
+    "password_assignment": ((), ("pass", "pwd", "secret", "api", "access", "private", "token")),
+}
+assert list(_ANCHORS) == [kind for kind, *_ in _PATTERNS]
+
+
+def _may_match(text: str) -> list[bool]:
+    """Per pattern (in _PATTERNS order): False when the pattern cannot match ``text``."""
+    if not text.isascii():
+        return [True] * len(_PATTERNS)
+    low = text.lower()
+    return [
+        any(a in text for a in exact) or any(a in low for a in folded)
+        for exact, folded in _ANCHORS.values()
+    ]
+
+
 def _secret_span(m: re.Match[str], groups: tuple[str, ...]) -> tuple[int, int]:
     for name in groups:
         if m.start(name) != -1:
@@ -176,7 +210,11 @@ def _secret_span(m: re.Match[str], groups: tuple[str, ...]) -> tuple[int, int]:
 def find_secrets(text: str) -> list[SecretMatch]:
     """Return non-overlapping secret spans in ``text``, sorted by start."""
     candidates: list[tuple[int, int, int, str]] = []
-    for priority, (kind, rx, groups, check) in enumerate(_PATTERNS):
+    for priority, ((kind, rx, groups, check), live) in enumerate(
+        zip(_PATTERNS, _may_match(text), strict=True)
+    ):
+        if not live:
+            continue
         pos = 0
         while (m := rx.search(text, pos)) is not None:
             start, end = _secret_span(m, groups)
