@@ -64,6 +64,39 @@ def fts_lane(
     return [(r[0], r[1]) for r in conn.execute(sql, [match, *params, limit])]
 
 
+def fts_top(conn: apsw.Connection, match: str, limit: int) -> list[tuple[int, float]]:
+    """(rid, bm25) best first over every row, filters left to the caller: FTS5 ranks without
+    touching the memory table, ~3x cheaper per matched row than the scoped join."""
+    sql = (
+        f"SELECT rowid, bm25(memory_fts, {BM25_WEIGHTS[0]}, {BM25_WEIGHTS[1]}) AS s "
+        "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY s, rowid DESC LIMIT ?"
+    )
+    return [(r[0], r[1]) for r in conn.execute(sql, (match, limit))]
+
+
+def in_scope(conn: apsw.Connection, rids: Sequence[int], scope: Scope) -> set[int]:
+    """The subset of rids the scope admits."""
+    if not rids:
+        return set()
+    where, params = scope.clause()
+    marks = ",".join("?" * len(rids))
+    sql = f"SELECT m.rid FROM memory AS m WHERE m.rid IN ({marks}) AND {where}"
+    return {r[0] for r in conn.execute(sql, [*rids, *params])}
+
+
+def entity_breadth(conn: apsw.Connection, entity_ids: Sequence[str], cap: int) -> dict[str, int]:
+    """How many memories each entity links, counted no further than cap + 1 (an index probe
+    whose cost is bounded by the cap, not by the entity's popularity)."""
+    out = {}
+    for entity_id in entity_ids:
+        (n,) = conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM memory_entity WHERE entity_id = ? LIMIT ?)",
+            (entity_id, cap + 1),
+        ).fetchone()
+        out[entity_id] = n
+    return out
+
+
 def entity_lane(
     conn: apsw.Connection, entity_ids: Sequence[str], scope: Scope, limit: int
 ) -> list[tuple[int, int, tuple[str, ...]]]:
