@@ -40,6 +40,7 @@ CONFIDENCE = {"test": 0.9, "user": 0.6, "reviewer": 0.6, "lint": 0.85, "none": 0
 TYPES = ["fact", "lesson", "convention", "preference", "decision", "constraint"]
 STOPS = sorted(STOP_WORDS - {"s", "t"})
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
+CORPUS_VERSION = 2  # part of the cache file name: bump it whenever the generator changes
 
 
 def _syllable_word(i: int) -> str:
@@ -233,7 +234,7 @@ def main() -> int:
     cache.mkdir(parents=True, exist_ok=True)
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
-        path = cache / f"recall-{size}-{args.seed}.sqlite"
+        path = cache / f"recall-v{CORPUS_VERSION}-{size}-{args.seed}.sqlite"
         if args.rebuild or not path.exists():
             build(path, size, args.seed)
         qs = queries(path, args.queries, args.seed)

@@ -477,3 +477,21 @@ def test_recall_does_not_write_content(store, store_path):
         ).encode()
     ).hexdigest()
     assert before == after
+
+
+def test_passive_recall_never_waits_for_a_busy_writer(store, store_path):
+    import time
+
+    row = add(store, "the staging cluster needs the vpn")
+    other = apsw.Connection(str(store_path))
+    other.execute("BEGIN IMMEDIATE")  # a long writer holds the lock
+    try:
+        started = time.monotonic()
+        report = store.recall_report("staging cluster", namespace=NS, no_bump=True)
+        elapsed = time.monotonic() - started
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert ids(report.hits) == [row]
+    assert any("store busy" in w for w in report.warnings)
+    assert elapsed < 5  # the write lock's 15 s busy timeout was not waited out

@@ -11,7 +11,7 @@ import apsw
 
 from zmem import config
 from zmem.db import memories
-from zmem.db.connect import read_snapshot, transaction
+from zmem.db.connect import BUSY_TIMEOUT_MS, read_snapshot, transaction
 from zmem.models import Hit
 from zmem.retrieval import explain, pipeline
 from zmem.retrieval.explain import Verdict
@@ -21,6 +21,9 @@ from zmem.retrieval.query import is_change_intent
 
 if TYPE_CHECKING:
     from zmem.config import Settings
+
+
+PASSIVE_BUSY_TIMEOUT_MS = 50
 
 
 class RecallMixin:
@@ -228,14 +231,22 @@ class RecallMixin:
     def _telemetry(self, report: RecallReport, no_bump: bool) -> None:
         # Only rows that matched count: link and lineage extras never advance telemetry.
         ids = [h.id for h in report.matched]
+        if not ids:
+            return
+        # A passive surface runs on every prompt: it must never wait out a long writer (a
+        # reembed, a bulk ingest) for an advisory counter, so it gives up after a moment.
+        if no_bump:
+            self._conn.set_busy_timeout(PASSIVE_BUSY_TIMEOUT_MS)
         try:
             if no_bump:
                 self.record_surfaced(ids)
             else:
                 self.bump_retrieved(ids)
         except apsw.BusyError:
-            # A busy writer must not cost the agent its memories; the counter is advisory.
             report.warnings.append("retrieval counters not updated: store busy")
+        finally:
+            if no_bump:
+                self._conn.set_busy_timeout(BUSY_TIMEOUT_MS)
 
     # ---- telemetry (the recall surfaces call these) ------------------------------------------
 
