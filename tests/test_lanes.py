@@ -37,12 +37,13 @@ def corpus(store):
     want=st.integers(min_value=1, max_value=60),
     prefetch=st.integers(min_value=1, max_value=8),
 )
-def test_prefetch_or_pass_equals_scoped_join(corpus, monkeypatch, terms, namespace, want, prefetch):
-    monkeypatch.setattr(lanes, "OR_PREFETCH", prefetch)
+def test_prefetch_pass_equals_scoped_join(corpus, monkeypatch, terms, namespace, want, prefetch):
+    monkeypatch.setattr(lanes, "PREFETCH", prefetch)
     conn = corpus._conn
     scope = Scope(None if namespace is None else (namespace,), None, 0.25)
-    match = fts_expression(terms, "OR")
-    assert lanes._or_pass(conn, match, scope, want) == db.fts_lane(conn, match, scope, want)
+    for operator in ("OR", "AND"):
+        match = fts_expression(terms, operator)
+        assert lanes._scoped_top(conn, match, scope, want) == db.fts_lane(conn, match, scope, want)
 
 
 def test_broad_entities_leave_the_entity_lane(store, monkeypatch):

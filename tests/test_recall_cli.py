@@ -391,3 +391,17 @@ def test_hit_to_dict_marks_extras_only(store):
     assert extra["link_of"] == a and extra["link_relation"] == "related"
     assert extra["contested_link"] is False
     assert isinstance(hits[0], Hit)
+
+
+def test_target_that_is_both_an_id_prefix_and_a_fragment_gets_both_verdicts(store):
+    from zmem.retrieval.explain import resolve_target
+
+    first = store.add("the dev database port", namespace=NS, type="fact", signal="test").id
+    prefix = first[:6]
+    second = store.add(
+        f"build {prefix} is the last green one", namespace=NS, type="fact", signal="test"
+    ).id
+    ids, _ = resolve_target(store._conn, prefix)
+    assert set(ids) == {first, second}
+    report, verdicts, _ = store.explain("dev database", namespace=NS, target=prefix)
+    assert {v.id for v in verdicts} == {first, second}

@@ -64,15 +64,13 @@ def _overlap(terms: frozenset[str], content: str) -> float:
 
 
 def resolve_target(conn: apsw.Connection, target: str) -> tuple[list[str], list[dict[str, Any]]]:
-    """Ids the target names: a full id or unambiguous-or-not prefix, else rows containing the
-    fragment (case-insensitive), else rows sharing >= 70 % of its words. Every match gets its
-    own verdict, never a guess. The second value lists the nearest live rows when none match."""
+    """Ids the target names: rows whose id starts with it (when it is id-shaped) together with
+    rows containing it (case-insensitive), else rows sharing >= 70 % of its words. "5432" may
+    be an id prefix and a port number: both kinds of match get a verdict, never a guess. The
+    second value lists the nearest live rows when nothing matches."""
     text = target.strip()
-    if _ID_SHAPE.match(text.lower()):
-        ids = ids_with_prefix(conn, text.lower(), 10)
-        if ids:
-            return ids, []
-    ids = db.ids_containing(conn, text)
+    ids = ids_with_prefix(conn, text.lower(), 10) if _ID_SHAPE.match(text.lower()) else []
+    ids += [i for i in db.ids_containing(conn, text) if i not in ids]
     if ids:
         return ids, []
     terms = query_terms(text)

@@ -15,6 +15,9 @@ from zmem.db import recall as db
 from zmem.db.recall import Scope
 from zmem.retrieval.query import fts_expression, query_terms
 
+MAX_ALIAS_TEXT = 2000
+MAX_QUERY_ALIASES = 64
+
 
 @dataclass
 class QueryPlan:
@@ -28,7 +31,8 @@ class QueryPlan:
 
     @cached_property
     def aliases(self) -> list[str]:
-        return query_aliases(self.text)
+        # The subject of a prompt is near its start; a pasted log must not become 5,000 lookups.
+        return query_aliases(self.text[:MAX_ALIAS_TEXT])[:MAX_QUERY_ALIASES]
 
 
 @dataclass
@@ -49,7 +53,7 @@ class Lane(Protocol):
 
 # Unscoped rows ranked per wanted row before scoping: at 1M rows ranking inside FTS5 alone costs
 # about a third of the scoped join, and a namespace holding >= 1/8 of the matches is served.
-OR_PREFETCH = 8
+PREFETCH = 8
 # An entity linked to more rows than this discriminates like a stop word and is left out of
 # the entity lane (its rows still match lexically); counting stops at the cap.
 ENTITY_BROAD_LINKS = 2000
@@ -68,13 +72,13 @@ class FtsLane:
             return out
         scores: dict[int, float] = {}
         if len(terms) > 1:
-            for rid, s in db.fts_lane(conn, fts_expression(terms, "AND"), scope, depth):
+            for rid, s in _scoped_top(conn, fts_expression(terms, "AND"), scope, depth):
                 out.ranked.append(rid)
                 scores[rid] = s
         if len(out.ranked) < depth:
             # Over-fetch by what the AND pass found: those rows come back and are skipped.
             want = depth + len(out.ranked)
-            for rid, s in _or_pass(conn, fts_expression(terms, "OR"), scope, want):
+            for rid, s in _scoped_top(conn, fts_expression(terms, "OR"), scope, want):
                 if rid not in scores:
                     out.ranked.append(rid)
                     scores[rid] = s
@@ -87,12 +91,14 @@ class FtsLane:
         return out
 
 
-def _or_pass(conn: apsw.Connection, match: str, scope: Scope, want: int) -> list[tuple[int, float]]:
-    """The scoped top `want` of an OR query, exactly. First rank the unscoped top
-    want * OR_PREFETCH rows inside FTS5 alone and keep those the scope admits: any in-scope row
+def _scoped_top(
+    conn: apsw.Connection, match: str, scope: Scope, want: int
+) -> list[tuple[int, float]]:
+    """The scoped top `want` rows of an FTS query, exactly. First rank the unscoped top
+    want * PREFETCH rows inside FTS5 alone and keep those the scope admits: any in-scope row
     outside that window scores below every row inside it, so if `want` survive they are the
     true top. Only when the scope is too narrow for that does the scoped join run."""
-    window = want * OR_PREFETCH
+    window = want * PREFETCH
     top = db.fts_top(conn, match, window)
     admitted = db.in_scope(conn, [rid for rid, _ in top], scope)
     survivors = [(rid, s) for rid, s in top if rid in admitted]

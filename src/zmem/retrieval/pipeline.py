@@ -271,27 +271,35 @@ def run(
 
     cards = db.entity_cards(conn, [h.id for h in hits])
     report.hits = [_with_cards(h, cards.get(h.id, [])) for h in hits]
+    report.warnings = ctx.warnings
+    _finish(report, settings, req)
     for rank, h in enumerate(report.hits, start=1):
         if not h.extra:
             report.trace[h.id] = TraceEntry(
                 h.id, "found", h.tier, score=h.score, rank=rank, lanes=dict(h.lanes)
             )
-    report.warnings = ctx.warnings
-    return _finish(report, settings, req)
+    return report
 
 
 def _finish(report: RecallReport, settings: Settings, req: RecallRequest) -> RecallReport:
     """The token budget binds passive (injected) surfaces; explicit reads only report usage."""
     report.tokens_budget = settings.inject_token_budget
     if req.no_bump:
+        before = report.hits
         report.hits, report.budget_dropped = apply_token_budget(
-            report.hits, settings.inject_token_budget, explicit=False
+            before, settings.inject_token_budget, explicit=False
         )
-        dropped = {h.id for h in report.hits}
-        for entry in report.trace.values():
-            if entry.reason == "found" and entry.id not in dropped:
-                entry.reason = "below_limit"
-                entry.detail["token_budget"] = True
+        kept = {h.id for h in report.hits}
+        for h in before:
+            if h.id not in kept and not h.extra:
+                report.trace[h.id] = TraceEntry(
+                    h.id,
+                    "below_limit",
+                    h.tier,
+                    score=h.score,
+                    lanes=dict(h.lanes),
+                    detail={"token_budget": True},
+                )
     report.tokens_used = tokens_used(report.hits, explicit=not req.no_bump)
     return report
 
