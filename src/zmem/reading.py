@@ -16,7 +16,7 @@ from zmem.models import Hit
 from zmem.retrieval import explain, pipeline
 from zmem.retrieval.explain import Verdict
 from zmem.retrieval.lanes import LEXICAL_LANES
-from zmem.retrieval.pipeline import RecallReport
+from zmem.retrieval.pipeline import RecallReport, RecallRequest
 from zmem.retrieval.query import is_change_intent
 
 if TYPE_CHECKING:
@@ -61,18 +61,18 @@ class RecallMixin:
         rows. Lineage unfold runs only on explicit change-intent queries with link_hops=1."""
         req = self._request(
             query,
-            namespace,
-            limit,
-            include_global,
-            global_limit,
-            as_of,
-            no_bump,
-            hybrid,
-            no_mmr,
-            link_hops,
-            link_budget,
-            no_unfold,
-            min_confidence,
+            namespace=namespace,
+            limit=limit,
+            include_global=include_global,
+            global_limit=global_limit,
+            as_of=as_of,
+            no_bump=no_bump,
+            hybrid=hybrid,
+            no_mmr=no_mmr,
+            link_hops=link_hops,
+            link_budget=link_budget,
+            no_unfold=no_unfold,
+            min_confidence=min_confidence,
         )
         unfold = not no_bump and not no_unfold and link_hops >= 1 and is_change_intent(query)
         report = self._read(req, expand_links=True, unfold=unfold)
@@ -94,18 +94,15 @@ class RecallMixin:
         the CLI, MCP and Hermes)."""
         req = self._request(
             text,
-            namespace,
-            limit,
-            include_global,
-            global_limit,
-            as_of,
-            no_bump,
-            None,
-            False,
-            0,
-            0,
-            True,
-            None,
+            namespace=namespace,
+            limit=limit,
+            include_global=include_global,
+            global_limit=global_limit,
+            as_of=as_of,
+            no_bump=no_bump,
+            link_hops=0,
+            link_budget=0,
+            no_unfold=True,
         )
         report = self._read(req, expand_links=False, unfold=False)
         self._telemetry(report, no_bump)
@@ -125,18 +122,13 @@ class RecallMixin:
         """Newest rows at or above the recent floor (ZMEM_INJECT_FLOOR_RECENT, 0.5)."""
         req = self._request(
             "",
-            namespace,
-            limit,
-            include_global,
-            global_limit,
-            as_of,
-            no_bump,
-            None,
-            True,
-            0,
-            0,
-            True,
-            min_confidence,
+            namespace=namespace,
+            limit=limit,
+            include_global=include_global,
+            global_limit=global_limit,
+            as_of=as_of,
+            no_bump=no_bump,
+            min_confidence=min_confidence,
         )
         with read_snapshot(self._conn):
             report = pipeline.run_recent(self._conn, self.settings, req)
@@ -147,28 +139,10 @@ class RecallMixin:
         self, query: str, *, target: str | None = None, **options: Any
     ) -> tuple[RecallReport, list[Verdict], dict[str, Any]]:
         """recall --explain: the same pipeline with zero writes, one verdict per row (or per row
-        the target names). A failing tracer degrades to explain_unavailable; the results stand."""
-        opts = {
-            k: options.get(k, d)
-            for k, d in (
-                ("namespace", None),
-                ("limit", 5),
-                ("include_global", False),
-                ("global_limit", 3),
-                ("as_of", None),
-                ("no_bump", False),
-                ("hybrid", None),
-                ("no_mmr", False),
-                ("link_hops", 1),
-                ("link_budget", 2),
-                ("no_unfold", False),
-                ("min_confidence", None),
-            )
-        }
-        unknown = set(options) - set(opts)
-        if unknown:
-            raise TypeError(f"unknown explain options: {sorted(unknown)}")
-        req = self._request(query, *opts.values())
+        the target names). A failing tracer degrades to explain_unavailable; the results stand.
+        Takes recall_report's keyword options."""
+        # The same options as recall_report; an unknown one is a TypeError, as it is there.
+        req = self._request(query, **options)
         report = self._read(req, expand_links=True, unfold=False)
         floor = (
             self.settings.inject_floor_prompt if req.min_confidence is None else req.min_confidence
@@ -180,41 +154,11 @@ class RecallMixin:
             found = [explain.Verdict(None, "explain_unavailable", detail={"error": repr(exc)})]
         return report, found, req.explain_settings(report.hybrid)
 
-    def _request(
-        self,
-        query: str,
-        namespace: str | None,
-        limit: int,
-        include_global: bool,
-        global_limit: int,
-        as_of: str | None,
-        no_bump: bool,
-        hybrid: bool | None,
-        no_mmr: bool,
-        link_hops: int,
-        link_budget: int,
-        no_unfold: bool,
-        min_confidence: float | None,
-    ) -> pipeline.RecallRequest:
-        return pipeline.RecallRequest(
-            query=query,
-            namespace=namespace,
-            limit=limit,
-            include_global=include_global,
-            global_limit=global_limit,
-            as_of=config.normalize_instant(as_of) if as_of else None,
-            no_bump=no_bump,
-            hybrid=hybrid,
-            no_mmr=no_mmr,
-            link_hops=link_hops,
-            link_budget=link_budget,
-            no_unfold=no_unfold,
-            min_confidence=min_confidence,
-        )
+    def _request(self, query: str, *, as_of: str | None = None, **fields: Any) -> RecallRequest:
+        instant = config.normalize_instant(as_of) if as_of else None
+        return RecallRequest(query=query, as_of=instant, **fields)
 
-    def _read(
-        self, req: pipeline.RecallRequest, *, expand_links: bool, unfold: bool
-    ) -> RecallReport:
+    def _read(self, req: RecallRequest, *, expand_links: bool, unfold: bool) -> RecallReport:
         # Hybrid needs the vector lane, which arrives with the semantic issue; until then every
         # mode, --hybrid included, is lexical + entity: the spec's fail-open behaviour.
         with read_snapshot(self._conn):

@@ -156,9 +156,8 @@ def _run_tier(
     fused = fusion.rrf(r.ranked for r in results)
     report.pool += len(fused)
     cands = db.fetch(ctx.conn, list(fused))
-    ranks = {
-        rid: {r.name: r.ranked.index(rid) + 1 for r in results if rid in r.native} for rid in cands
-    }
+    positions = [(r.name, {rid: i for i, rid in enumerate(r.ranked, start=1)}) for r in results]
+    ranks = {rid: {name: pos[rid] for name, pos in positions if rid in pos} for rid in cands}
 
     scored: dict[int, tuple[float, float, float, bool]] = {}  # rid -> score, rel, conf, stale
     for rid, cand in cands.items():
