@@ -15,6 +15,7 @@ from zmem.db.connect import BUSY_TIMEOUT_MS, read_snapshot, transaction
 from zmem.models import Hit
 from zmem.retrieval import explain, pipeline
 from zmem.retrieval.explain import Verdict
+from zmem.retrieval.fusion import DEFAULT_WEIGHTS, Weights
 from zmem.retrieval.lanes import LEXICAL_LANES
 from zmem.retrieval.pipeline import RecallReport, RecallRequest
 from zmem.retrieval.query import is_change_intent
@@ -54,11 +55,15 @@ class RecallMixin:
         link_budget: int = 2,
         no_unfold: bool = False,
         min_confidence: float | None = None,
+        telemetry: bool = True,
+        weights: Weights | None = None,
     ) -> RecallReport:
         """The full recall: hits plus what the read envelope reports (omitted rows, tokens).
         Explicit calls bump retrieval_count on the rows that matched; no_bump=True is the
         passive surface: it records a surface event and omits injection-risk and untrusted-web
-        rows. Lineage unfold runs only on explicit change-intent queries with link_hops=1."""
+        rows. Lineage unfold runs only on explicit change-intent queries with link_hops=1.
+        telemetry=False writes nothing at all (evaluation harnesses: the explicit path's
+        behaviour without its counters); weights replaces the composite weights."""
         req = self._request(
             query,
             namespace=namespace,
@@ -73,10 +78,12 @@ class RecallMixin:
             link_budget=link_budget,
             no_unfold=no_unfold,
             min_confidence=min_confidence,
+            weights=weights or DEFAULT_WEIGHTS,
         )
         unfold = not no_bump and not no_unfold and link_hops >= 1 and is_change_intent(query)
         report = self._read(req, expand_links=True, unfold=unfold)
-        self._telemetry(report, no_bump)
+        if telemetry:
+            self._telemetry(report, no_bump)
         return report
 
     def search(
@@ -89,6 +96,7 @@ class RecallMixin:
         global_limit: int = 3,
         as_of: str | None = None,
         no_bump: bool = False,
+        telemetry: bool = True,
     ) -> RecallReport:
         """The recall ranking without link expansion or lineage unfold (the search surface of
         the CLI, MCP and Hermes)."""
@@ -105,7 +113,8 @@ class RecallMixin:
             no_unfold=True,
         )
         report = self._read(req, expand_links=False, unfold=False)
-        self._telemetry(report, no_bump)
+        if telemetry:
+            self._telemetry(report, no_bump)
         return report
 
     def recent(

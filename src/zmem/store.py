@@ -382,6 +382,10 @@ class MemoryStore(RecallMixin):
 
     # ---- entities --------------------------------------------------------------------------
 
+    def entities_of(self, memory_id: str) -> list[Entity]:
+        """The entities a memory names."""
+        return graph.entities_of(self._conn, self.resolve_id(memory_id))
+
     def entities(self, kind: str | None = None) -> list[Entity]:
         return graph.list_entities(self._conn, kind)
 

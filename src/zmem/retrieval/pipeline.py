@@ -48,6 +48,8 @@ class RecallRequest:
     link_budget: int = 2
     no_unfold: bool = False
     min_confidence: float | None = None
+    # Composite weights: the shipped ones unless tune-weights is evaluating alternatives.
+    weights: fusion.Weights = fusion.DEFAULT_WEIGHTS
 
     def __post_init__(self) -> None:
         # Every surface (CLI, hooks, MCP, Python) meets the same refusals, before any read.
@@ -255,7 +257,7 @@ def run(
     if not req.query.strip():
         raise UsageError("the query is empty")
     floor = settings.inject_floor_prompt if req.min_confidence is None else req.min_confidence
-    ctx = ScoringContext(conn, settings, req.as_of)
+    ctx = ScoringContext(conn, settings, req.as_of, req.weights)
     report = RecallReport(hits=[], hybrid=hybrid)
     report.tiers = plan_tiers(conn, req, floor)
     plan = QueryPlan(req.query)

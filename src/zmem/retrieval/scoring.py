@@ -33,8 +33,15 @@ def passive_block(m: Memory) -> str | None:
 class ScoringContext:
     """Per-recall state shared by the tiers: connection, settings, clock, memoised checks."""
 
-    def __init__(self, conn: apsw.Connection, settings: Settings, as_of: str | None):
+    def __init__(
+        self,
+        conn: apsw.Connection,
+        settings: Settings,
+        as_of: str | None,
+        weights: fusion.Weights = fusion.DEFAULT_WEIGHTS,
+    ):
         self.conn = conn
+        self.weights = weights
         self.settings = settings
         self.reference: datetime = config.parse_instant(as_of) if as_of else config.now()
         self.warnings: list[str] = []
@@ -59,4 +66,5 @@ class ScoringContext:
             m.trust_score,
             fusion.recency(m.refreshed_at or m.valid_from, self.reference),
             fusion.popularity(m.retrieval_count),
+            self.weights,
         )

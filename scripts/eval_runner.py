@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Offline recall-quality harness: build the deterministic fixture corpus in a throwaway store,
+run the gold set through the real recall pipeline, print one JSON report.
+
+Exit 0 whatever the scores (unless --fail-under is given and hit_at_k is below it: 1);
+2 on operational errors (bad arguments, the default store, an invalid gold item)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from zmem.errors import ZMemError
+from zmem.evaluation import harness
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="eval_runner.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--store",
+        required=True,
+        type=Path,
+        help="throwaway store path (built with the fixture corpus on first use); "
+        "the default store is refused",
+    )
+    ap.add_argument("--gold", type=Path, default=harness.REPO_GOLD, help="gold JSONL set")
+    ap.add_argument("--k", type=int, default=5, help="cut-off for hit_at_k and mrr (default 5)")
+    ap.add_argument(
+        "--fail-under",
+        type=float,
+        default=None,
+        metavar="X",
+        help="exit 1 when hit_at_k < X (off by default)",
+    )
+    ap.add_argument("--json-out", type=Path, default=None, help="also write the report here")
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as exc:
+        return 2 if exc.code else 0
+    try:
+        report = harness.run(args.store, args.gold, args.k)
+        print(harness.write(report, args.json_out))
+    except ZMemError as exc:
+        print(f"eval_runner: error: {exc}", file=sys.stderr)
+        return 2
+    if args.fail_under is not None and (report["hit_at_k"] or 0.0) < args.fail_under:
+        print(f"eval_runner: hit_at_k {report['hit_at_k']} < {args.fail_under}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

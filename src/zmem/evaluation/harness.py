@@ -1,0 +1,51 @@
+"""The eval_runner entry: pin the run (fake embeddings, the fixture's clock, default knobs),
+open or build the fixture store, run the gold set and write the report. Shared by
+scripts/eval_runner.py and the tests."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from zmem.evaluation import fixture, gold, runner
+
+REPO_GOLD = Path(__file__).resolve().parents[3] / "eval" / "gold.jsonl"
+# The settings a run may not inherit from the operator's shell: they would change the ranking.
+_ISOLATED = ("ZMEM_INJECT_FLOOR_PROMPT", "ZMEM_MMR_LAMBDA", "ZMEM_UNFOLD_TOP_K",
+             "ZMEM_UNFOLD_MAX_HOPS", "ZMEM_UNFOLD_BUDGET", "ZMEM_INJECT_TOKEN_BUDGET",
+             "ZMEM_LINK_THRESHOLD", "ZMEM_CAPTURE_MODE", "ZMEM_STORE", "ZMEM_DATA")  # fmt: skip
+
+
+def run(store_path: Path, gold_path: Path, k: int) -> dict[str, Any]:
+    """The report for gold_path over the fixture store at store_path (built on first use)."""
+    items = gold.load(gold_path)
+    cleared = {name: os.environ.pop(name) for name in _ISOLATED if name in os.environ}
+    try:
+        with fixture.pinned_env(ZMEM_EMBED_PROFILE="fake", ZMEM_TEST_NOW=fixture.BUILD_AT):
+            store, ids = fixture.open_fixture(store_path)
+            try:
+                os.environ["ZMEM_TEST_NOW"] = fixture.QUERY_AT
+                report = runner.evaluate(store, items, ids, k)
+            finally:
+                store.close()
+    finally:
+        os.environ.update(cleared)
+    report["settings"] = {
+        "store": str(store_path),
+        "gold": str(gold_path),
+        "profile": "fake",
+        "clock": fixture.QUERY_AT,
+        "passive": True,
+        "link_hops": 0,
+        "no_mmr": True,
+    }
+    return report
+
+
+def write(report: dict[str, Any], json_out: Path | None) -> str:
+    text = json.dumps(report, indent=2, sort_keys=True)
+    if json_out is not None:
+        json_out.write_text(text + "\n", encoding="utf-8")
+    return text
