@@ -510,3 +510,47 @@ def test_supports_link_raises_trust_once(store):
 def test_stop_word_only_memories_dedup_on_identical_words(store, text, again, same):
     first = add_row(store, text)
     assert (add_row(store, again).id == first.id) is same
+
+
+def test_wal_checkpoints_run_beside_the_writer_and_the_wal_starts_over(store_path, monkeypatch):
+    """Checkpoints run on a helper thread; the writer finishes a small tail itself, so the WAL
+    restarts instead of growing, and closing the store stops the helper and removes the WAL."""
+    from zmem.db import connect as connect_mod
+
+    monkeypatch.setattr(connect_mod, "CHECKPOINT_PAGES", 60)
+    monkeypatch.setattr(connect_mod, "CHECKPOINT_TAIL_PAGES", 30)
+    monkeypatch.setattr(connect_mod, "CHECKPOINT_HARD_PAGES", 300)
+    wal = store_path.parent / f"{store_path.name}-wal"
+    with MemoryStore.open(store_path) as store:
+        ids = [
+            add_row(store, f"Lesson {i}: the widget{i} breaks gadget{i * 7} under load").id
+            for i in range(400)
+        ]
+        largest = wal.stat().st_size  # a WAL file never shrinks while it is open
+        helper = store._conn._checkpointer
+        assert helper._thread is not None and helper._thread.is_alive()
+    assert not helper._thread.is_alive()
+    assert not wal.exists()
+    # The WAL started over again and again: 400 adds write ~5,000 pages, the file held far
+    # fewer (about the hard limit, plus what commits while a helper round holds the lock).
+    assert largest < 3 * 300 * (4096 + 24)
+    with MemoryStore.open(store_path) as store:
+        assert [store.get(i).id for i in ids] == ids
+
+
+def test_a_store_garbage_collected_without_close_stops_its_checkpointer(store_path, monkeypatch):
+    import gc
+
+    from zmem.db import connect as connect_mod
+
+    monkeypatch.setattr(connect_mod, "CHECKPOINT_PAGES", 20)
+    monkeypatch.setattr(connect_mod, "CHECKPOINT_TAIL_PAGES", 5)
+    store = MemoryStore.open(store_path)
+    for i in range(60):
+        add_row(store, f"Lesson {i}: widget{i} needs gadget{i}")
+    thread = store._conn._checkpointer._thread
+    assert thread is not None
+    del store
+    gc.collect()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
