@@ -39,6 +39,20 @@ def is_near_miss_global(namespace: str) -> bool:
 
 
 def validate_namespace(namespace: str) -> str:
+    if isinstance(namespace, str) and namespace in _valid:
+        return namespace
+    _check(namespace)
+    if len(_valid) >= 256:  # one process writes to a handful of namespaces
+        _valid.clear()
+    _valid.add(namespace)
+    return namespace
+
+
+# Namespaces that passed _check: every add validates its namespace, and they repeat.
+_valid: set[str] = set()
+
+
+def _check(namespace: str) -> None:
     if not isinstance(namespace, str) or not namespace.strip():
         raise UsageError("namespace must not be empty (e.g. project:<repo> or user:global)")
     if len(namespace) > MAX_NAMESPACE_CHARS:
@@ -50,4 +64,3 @@ def validate_namespace(namespace: str) -> str:
             f"namespace {namespace!r} looks like a misspelling of the global namespace; "
             f"use {GLOBAL_NAMESPACE}"
         )
-    return namespace

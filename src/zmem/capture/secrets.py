@@ -189,15 +189,24 @@ _ANCHORS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 assert list(_ANCHORS) == [kind for kind, *_ in _PATTERNS]
 
 
+_ANCHOR_LIST = tuple(
+    (anchor, folded, index)
+    for index, pair in enumerate(_ANCHORS.values())
+    for folded, anchors in enumerate(pair)
+    for anchor in anchors
+)
+
+
 def _may_match(text: str) -> list[bool]:
     """Per pattern (in _PATTERNS order): False when the pattern cannot match ``text``."""
     if not text.isascii():
         return [True] * len(_PATTERNS)
-    low = text.lower()
-    return [
-        any(a in text for a in exact) or any(a in low for a in folded)
-        for exact, folded in _ANCHORS.values()
-    ]
+    haystacks = (text, text.lower())
+    live = [False] * len(_PATTERNS)
+    for anchor, folded, index in _ANCHOR_LIST:
+        if not live[index] and anchor in haystacks[folded]:
+            live[index] = True
+    return live
 
 
 def _secret_span(m: re.Match[str], groups: tuple[str, ...]) -> tuple[int, int]:

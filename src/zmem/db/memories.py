@@ -7,6 +7,7 @@ import functools
 import hashlib
 import itertools
 import json
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -283,11 +284,13 @@ def similar_norms(
     `chosen` terms."""
     params: list[Any]
     if all(stat.listed for stat in chosen.values()):
-        counted: dict[int, int] = {}
-        for stat in chosen.values():
-            for rid in stat.rids():
-                counted[rid] = counted.get(rid, 0) + 1
-        rids = [rid for rid, n in counted.items() if n >= min_match]
+        # Counted as the strings the lists hold (a C loop); only the survivors become ints.
+        counted = Counter(
+            itertools.chain.from_iterable(
+                stat.posts.split(",") for stat in chosen.values() if stat.posts
+            )
+        )
+        rids = [int(rid) for rid, n in counted.items() if n >= min_match]
         if not rids:
             return []
         source, where, params = "memory m", f"m.rid IN ({','.join('?' * len(rids))})", rids
