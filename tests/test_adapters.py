@@ -20,12 +20,12 @@ from zmem.evaluation.adapters import (
     gold_line,
     load_json,
     ndcg_any,
-    parse_evidence,
     recall_all,
     recall_any,
     retrieval_metrics,
     turn_to_session_metrics,
 )
+from zmem.evaluation.locomo_format import parse_evidence, session_date_iso
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "adapters"
@@ -111,11 +111,11 @@ def test_locomo_evidence_and_dates():
         "D9:17",
         "D10:2",
     ]
-    assert adapters.locomo_date("12:40 am on 19 April, 2022") == "2022-04-19T00:40:00Z"
-    assert adapters.locomo_date("12:05 pm on 1 May, 2023") == "2023-05-01T12:05:00Z"
+    assert session_date_iso("12:40 am on 19 April, 2022") == "2022-04-19T00:40:00Z"
+    assert session_date_iso("12:05 pm on 1 May, 2023") == "2023-05-01T12:05:00Z"
     assert adapters.longmemeval_date("2023/05/20 (Sat) 14:02") == "2023-05-20T14:02:00Z"
     with pytest.raises(ValueError):
-        adapters.locomo_date("sometime in spring")
+        session_date_iso("sometime in spring")
     conversion = convert("locomo", load_json(LOCOMO))
     assert conversion.skipped == {"no_evidence": ["toy-1:2"]}
     assert conversion.records[0]["corpus"][2]["text"].endswith(

@@ -131,7 +131,7 @@ def test_content_is_date_speaker_text_and_photo_caption(ingested):
     content = {m.source_ref: m.content for ms in rows.values() for m in ms}
     assert content["locomo:toy-1:D1:3"] == (
         "[2:15 pm on 3 March, 2023] Ada: Pixel loves the beach, look! "
-        "[shared a photo: a photo of a grey dog running on a sandy beach]"
+        "[shares a photo of a grey dog running on a sandy beach]"
     )
     assert content["locomo:toy-2:D2:2"] == (
         "[12:20 am on 20 February, 2024] Dana: I ran my first marathon in Oslo last Sunday."

@@ -33,24 +33,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zmem.evaluation.locomo_format import (
+    parse_evidence,
+    session_date_iso,
+    session_numbers,
+    turn_content,
+)
+
 KS = (1, 3, 5, 10, 30, 50)
 GRANULARITIES = ("session", "turn")
 ADAPTERS = ("longmemeval", "locomo")
 
 _LME_DATE = re.compile(r"(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\(\w+\))?\s*(\d{1,2}):(\d{2})")
-_LOCOMO_DATE = re.compile(
-    r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})", re.IGNORECASE
-)
-_MONTHS = {
-    name: i + 1
-    for i, name in enumerate(
-        (
-            "january february march april may june july august september october november december"
-        ).split()
-    )
-}
-_EVIDENCE = re.compile(r"D\d+:\d+")
-_LOCOMO_SESSION = re.compile(r"session_(\d+)")
 
 
 @dataclass
@@ -212,46 +206,20 @@ def convert_longmemeval(data: Sequence[dict[str, Any]], granularity: str = "sess
 # ---- LoCoMo ----------------------------------------------------------------------------------
 
 
-def locomo_date(text: str) -> str:
-    """'1:56 pm on 8 May, 2023' -> '2023-05-08T13:56:00Z', parsed by hand (no locale)."""
-    match = _LOCOMO_DATE.fullmatch(text.strip())
-    month = _MONTHS.get(match.group(5).lower()) if match else None
-    if not match or month is None:
-        raise ValueError(f"unrecognised LoCoMo date {text!r}")
-    hour = int(match.group(1)) % 12 + (12 if match.group(3).lower() == "pm" else 0)
-    return _iso(int(match.group(6)), month, int(match.group(4)), hour, int(match.group(2)))
-
-
-def parse_evidence(evidence: Iterable[str]) -> list[str]:
-    """Every D<n>:<m> token, in order, once: some strings hold two ("D8:6; D9:17") and a few
-    are malformed ("D", "D:11:26"), which yield nothing rather than a guess."""
-    found: list[str] = []
-    for item in evidence:
-        for token in _EVIDENCE.findall(str(item)):
-            if token not in found:
-                found.append(token)
-    return found
-
-
 def locomo_documents(conversation: dict[str, Any]) -> list[dict[str, str]]:
     """One document per dialog turn, sessions in numeric order: `[<session date>] <speaker>:
     <text>`, plus the shared photo's caption when the turn has one."""
-    numbers = sorted(
-        int(m.group(1)) for key in conversation if (m := _LOCOMO_SESSION.fullmatch(key))
-    )
     corpus = []
-    for n in numbers:
+    for n in session_numbers(conversation):
         turns = conversation[f"session_{n}"]
         raw_date = conversation.get(f"session_{n}_date_time")
         if not turns:
             continue
         if not raw_date:
             raise ValueError(f"session_{n} has turns but no session_{n}_date_time")
-        iso = locomo_date(raw_date)
+        iso = session_date_iso(raw_date)
         for turn in turns:
-            text = f"[{raw_date}] {turn['speaker']}: {turn['text']}"
-            if turn.get("blip_caption"):
-                text += f" [shares {turn['blip_caption']}]"
+            text = turn_content(raw_date, turn["speaker"], turn["text"], turn.get("blip_caption"))
             corpus.append({"date": iso, "id": turn["dia_id"], "text": text})
     return corpus
 
@@ -267,7 +235,7 @@ def convert_locomo(data: Sequence[dict[str, Any]]) -> Conversion:
         query_date = max((doc["date"] for doc in corpus), default=None)
         for index, qa in enumerate(sample.get("qa", [])):
             qid = f"{sample_id}:{index}"
-            gold = sorted(d for d in parse_evidence(qa.get("evidence") or []) if d in known)
+            gold = sorted(d for d in parse_evidence(qa.get("evidence")) if d in known)
             if not gold:
                 out.skip("no_evidence", qid)
                 continue

@@ -9,19 +9,25 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from zmem import config
 from zmem.errors import UsageError
 from zmem.evaluation import bm25
+from zmem.evaluation.locomo_format import (
+    parse_evidence,
+    parse_session_date,
+    session_numbers,
+    session_of,
+    turn_content,
+)
 from zmem.evaluation.progress import track
 from zmem.store import MemoryStore
 
@@ -31,50 +37,12 @@ PROFILES = config.EMBED_PROFILES
 # The paper's DRAGON retriever over dialog turns, all ten conversations (LoCoMo, Table 3).
 DRAGON_TURN_RECALL = {5: 0.567, 10: 0.662, 25: 0.767, 50: 0.827}
 
-_EVIDENCE = re.compile(r"D(\d+):(\d+)")
-_SESSION_KEY = re.compile(r"session_(\d+)")
-_SESSION_DATE = re.compile(
-    r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})", re.I
-)
 # The query clock sits after the conversation's last session, as a user asking later would.
 QUERY_DELAY = timedelta(days=1)
 UNLIMITED_TOKENS = 10**9
 
 
 # ---- parsing ---------------------------------------------------------------------------------
-
-
-def parse_evidence(raw: Any) -> list[str]:
-    """Every D<n>:<m> token in an evidence field, canonical ("D08:6" → "D8:6"), first-seen order.
-    The upstream file has lists joined into one string ("D8:6; D9:17") and stray text."""
-    items = raw if isinstance(raw, list) else [] if raw is None else [raw]
-    found = [f"D{int(n)}:{int(m)}" for item in items for n, m in _EVIDENCE.findall(str(item))]
-    return list(dict.fromkeys(found))
-
-
-def session_of(dia_id: str) -> int:
-    match = _EVIDENCE.fullmatch(dia_id)
-    if match is None:
-        raise ValueError(f"not a dialog id: {dia_id!r}")
-    return int(match.group(1))
-
-
-def parse_session_date(text: str) -> datetime:
-    """'1:56 pm on 8 May, 2023' → an aware UTC datetime (LoCoMo dates carry no zone)."""
-    match = _SESSION_DATE.search(text)
-    if match is None:
-        raise ValueError(f"unrecognised LoCoMo session date: {text!r}")
-    hour, minute, half, day, month, year = match.groups()
-    stamp = f"{int(hour)}:{minute} {half.upper()} {int(day)} {month.capitalize()} {year}"
-    return datetime.strptime(stamp, "%I:%M %p %d %B %Y").replace(tzinfo=UTC)
-
-
-def turn_content(date_text: str, speaker: str, text: str, caption: str | None) -> str:
-    """The stored memory text: `[<session date>] <speaker>: <text>` plus the photo caption."""
-    out = f"[{date_text}] {speaker}: {text}".rstrip()
-    if caption:
-        out += f" [shared a photo: {caption.strip()}]"
-    return out
 
 
 @dataclass(frozen=True)
@@ -139,7 +107,7 @@ def _conversation(sample: dict[str, Any], data: Dataset) -> Conversation:
     sample_id = str(sample["sample_id"])
     conv = sample["conversation"]
     turns: list[Turn] = []
-    sessions = sorted(int(m.group(1)) for k in conv if (m := _SESSION_KEY.fullmatch(k)))
+    sessions = session_numbers(conv)
     # Some samples list dates of sessions that have no turns; only real sessions count.
     for n in sessions:
         date_text = str(conv[f"session_{n}_date_time"]).strip()
