@@ -7,14 +7,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from zmem import config
 from zmem.errors import ZMemError
 from zmem.evaluation.adapters import KS, retrieval_metrics, turn_to_session_metrics
+from zmem.evaluation.environment import restored_env
 from zmem.evaluation.progress import track
 from zmem.models import MAX_CONTENT_CHARS
 from zmem.store import MemoryStore
@@ -25,19 +25,6 @@ SOURCE_PREFIX = "eval:"
 # The passive surface trims hits to the injection token budget (1500 by default); scoring @50
 # needs all `limit` hits, so the throwaway stores lift the budget.
 UNBOUNDED_BUDGET = 10**9
-
-
-@contextmanager
-def _pinned_clock() -> Iterator[None]:
-    """ZMEM_TEST_NOW is moved per write and per query; put the caller's value back after."""
-    before = os.environ.get("ZMEM_TEST_NOW")
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("ZMEM_TEST_NOW", None)
-        else:
-            os.environ["ZMEM_TEST_NOW"] = before
 
 
 class _Haystack:
@@ -145,7 +132,10 @@ def evaluate(
     groups: dict[str, dict[str, list[dict[str, float]]]] = {}
     info: dict[str, str] = {}
     haystack: _Haystack | None = None
-    with tempfile.TemporaryDirectory(prefix="zmem-adapter-eval-") as tmp, _pinned_clock():
+    with (
+        tempfile.TemporaryDirectory(prefix="zmem-adapter-eval-") as tmp,
+        restored_env("ZMEM_TEST_NOW"),
+    ):
         try:
             for n, record in enumerate(track(records, "evaluating", total=total)):
                 corpus = record["corpus"]

@@ -7,13 +7,12 @@ them: uuid4 ids differ on every build, the keys never do."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from zmem import config
 from zmem.errors import UsageError
+from zmem.evaluation.environment import restored_env
 from zmem.store import MemoryStore
 
 A, B, GLOBAL = "project:eval-a", "project:eval-b", "user:global"
@@ -195,21 +194,6 @@ _SUPERSEDED = {"F21": "tools/build.sh was removed"}
 _CONTESTED = [("F23", "F24")]
 
 
-@contextmanager
-def pinned_env(**values: str) -> Iterator[None]:
-    """Set environment variables for the duration (the clock and profile are read from it)."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def _clock(at: str) -> None:
     os.environ["ZMEM_TEST_NOW"] = at
 
@@ -227,7 +211,7 @@ def build(store: MemoryStore) -> dict[str, str]:
     """Write the corpus into an empty store; returns fixture key -> memory id. The caller pins
     ZMEM_EMBED_PROFILE=fake; this moves ZMEM_TEST_NOW through the corpus's history."""
     ids: dict[str, str] = {}
-    with pinned_env(ZMEM_TEST_NOW=BUILD_AT):
+    with restored_env(ZMEM_TEST_NOW=BUILD_AT):
         for row in _BASE:
             result = store.add(
                 row.content,

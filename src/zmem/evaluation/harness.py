@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from zmem.evaluation import fixture, gold, runner
+from zmem.evaluation.environment import restored_env
 
 REPO_GOLD = Path(__file__).resolve().parents[3] / "eval" / "gold.jsonl"
 # The settings a run may not inherit from the operator's shell: they would change the ranking.
@@ -23,7 +24,7 @@ def run(store_path: Path, gold_path: Path, k: int) -> dict[str, Any]:
     items = gold.load(gold_path)
     cleared = {name: os.environ.pop(name) for name in _ISOLATED if name in os.environ}
     try:
-        with fixture.pinned_env(ZMEM_EMBED_PROFILE="fake", ZMEM_TEST_NOW=fixture.BUILD_AT):
+        with restored_env(ZMEM_EMBED_PROFILE="fake", ZMEM_TEST_NOW=fixture.BUILD_AT):
             store, ids = fixture.open_fixture(store_path)
             try:
                 os.environ["ZMEM_TEST_NOW"] = fixture.QUERY_AT

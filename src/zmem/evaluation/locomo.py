@@ -21,6 +21,7 @@ from typing import Any
 from zmem import config
 from zmem.errors import UsageError
 from zmem.evaluation import bm25
+from zmem.evaluation.environment import restored_env
 from zmem.evaluation.locomo_format import (
     parse_evidence,
     parse_session_date,
@@ -240,20 +241,6 @@ def _round(value: float | None) -> float | None:
 
 
 @contextmanager
-def _restoring_env(*keys: str) -> Iterator[None]:
-    """Whatever the run does to these variables, the caller's environment comes back."""
-    saved = {k: os.environ.get(k) for k in keys}
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-@contextmanager
 def _fresh_store_path(store: str | Path | None) -> Iterator[Path]:
     if store is not None:
         path = Path(store).expanduser()
@@ -282,7 +269,7 @@ def run_zmem(
     if profile not in PROFILES:
         raise UsageError(f"unknown embedding profile {profile!r} ({', '.join(PROFILES)})")
     run = SystemRun("zmem")
-    with _restoring_env("ZMEM_TEST_NOW", "ZMEM_EMBED_PROFILE"), _fresh_store_path(store) as path:
+    with restored_env("ZMEM_TEST_NOW", "ZMEM_EMBED_PROFILE"), _fresh_store_path(store) as path:
         os.environ["ZMEM_EMBED_PROFILE"] = profile
         settings = config.load_settings(store_path=path)
         budget = UNLIMITED_TOKENS if token_budget is None else token_budget

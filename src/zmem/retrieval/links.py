@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from zmem.db import recall as db
 from zmem.models import Hit
-from zmem.retrieval.scoring import ScoringContext, passive_block, row_injection_risk
+from zmem.retrieval.scoring import ScoringContext, passive_block
 
 if TYPE_CHECKING:
     from zmem.retrieval.pipeline import RecallRequest, Tier
@@ -37,22 +37,14 @@ def expand(
                 continue
             if req.no_bump and passive_block(m) is not None:
                 continue  # a passive surface never shows such a row, link or not
-            conf, stale = ctx.effective(m)
             contested = relation == "contradicts"
-            if contested and conf < floor:
+            if contested and ctx.effective(m)[0] < floor:
                 continue
             present.add(m.id)
             extras.append(
-                Hit(
-                    memory=m,
-                    score=ctx.score(m, 0.0, conf),  # it matched nothing: no relevance part
-                    relevance=0.0,
-                    rrf=0.0,
-                    lanes={},
-                    effective_confidence=conf,
-                    stale_source=stale,
-                    injection_risk=row_injection_risk(m),
-                    tier=h.tier,
+                ctx.unmatched_hit(
+                    m,
+                    h.tier,
                     link_of=h.id,
                     link_relation=relation,
                     link_score=score,

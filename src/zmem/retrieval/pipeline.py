@@ -320,26 +320,13 @@ def run_recent(conn: apsw.Connection, settings: Settings, req: RecallRequest) ->
         report.pool += len(rows)
         taken: list[Hit] = []
         for m in rows:
-            conf, stale = ctx.effective(m)
-            if conf < floor:
+            if ctx.effective(m)[0] < floor:
                 continue
             blocked = passive_block(m) if req.no_bump else None
             if blocked is not None:
                 report.omit(blocked)
                 continue
-            taken.append(
-                Hit(
-                    memory=m,
-                    score=ctx.score(m, 0.0, conf),
-                    relevance=0.0,
-                    rrf=0.0,
-                    lanes={},
-                    effective_confidence=conf,
-                    stale_source=stale,
-                    injection_risk=row_injection_risk(m),
-                    tier=tier.name,
-                )
-            )
+            taken.append(ctx.unmatched_hit(m, tier.name))
             if len(taken) == tier.limit:
                 break
         hits += taken

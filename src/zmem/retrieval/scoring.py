@@ -12,7 +12,7 @@ from zmem import config
 from zmem.capture.injection import is_injection_risk
 from zmem.capture.source import source_state
 from zmem.config import Settings
-from zmem.models import INJECTION_TAG, Memory
+from zmem.models import INJECTION_TAG, Hit, Memory
 from zmem.retrieval import fusion
 
 
@@ -58,6 +58,23 @@ class ScoringContext:
             self._states[m.id] = state
         stale = self._states[m.id] == "stale"
         return (m.confidence / 2 if stale else m.confidence), stale
+
+    def unmatched_hit(self, m: Memory, tier: str, **keys: object) -> Hit:
+        """A row that joins a result without matching the query (a link neighbour, a lineage
+        predecessor, a recent row): no lane ranks, no relevance part in its score."""
+        conf, stale = self.effective(m)
+        return Hit(
+            memory=m,
+            score=self.score(m, 0.0, conf),
+            relevance=0.0,
+            rrf=0.0,
+            lanes={},
+            effective_confidence=conf,
+            stale_source=stale,
+            injection_risk=row_injection_risk(m),
+            tier=tier,
+            **keys,  # type: ignore[arg-type]
+        )
 
     def score(self, m: Memory, rel: float, conf: float) -> float:
         return fusion.composite(

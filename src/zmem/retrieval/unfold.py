@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from zmem.db import recall as db
 from zmem.models import Hit
-from zmem.retrieval.scoring import ScoringContext, row_injection_risk
+from zmem.retrieval.scoring import ScoringContext
 
 if TYPE_CHECKING:
     from zmem.retrieval.pipeline import Tier
@@ -35,21 +35,8 @@ def unfold(ctx: ScoringContext, hits: Sequence[Hit], tiers: Sequence[Tier]) -> l
                 break
             if previous.id not in present:
                 present.add(previous.id)
-                conf, stale = ctx.effective(previous)
                 extras.append(
-                    Hit(
-                        memory=previous,
-                        score=ctx.score(previous, 0.0, conf),
-                        relevance=0.0,
-                        rrf=0.0,
-                        lanes={},
-                        effective_confidence=conf,
-                        stale_source=stale,
-                        injection_risk=row_injection_risk(previous),
-                        tier=head.tier,
-                        unfold_of=head.id,
-                        unfold_hop=hop,
-                    )
+                    ctx.unmatched_hit(previous, head.tier, unfold_of=head.id, unfold_hop=hop)
                 )
             current = previous
     return extras
