@@ -38,6 +38,7 @@ BUSY_TIMEOUT_MS = 15000
 CHECKPOINT_PAGES = 4000
 CHECKPOINT_TAIL_PAGES = 200
 CHECKPOINT_HARD_PAGES = 16000
+CHECKPOINT_RETRIES = 4
 
 
 class _Checkpointer:
@@ -70,9 +71,10 @@ class _Checkpointer:
         conn = apsw.Connection(self._path, flags=apsw.SQLITE_OPEN_READWRITE)
         try:
             conn.execute("PRAGMA synchronous = NORMAL")
+            retries = 0
             while True:
                 with self._wake:
-                    while not self._pending and not self._stopping:
+                    while not self._pending and not retries and not self._stopping:
                         self._wake.wait()
                     if self._stopping:
                         return
@@ -83,11 +85,20 @@ class _Checkpointer:
                     copied = self.backfilled
                 with self._wake:
                     if copied >= self.wal_pages:  # reached the newest commit: fsynced the file
-                        self.unsynced = 0
+                        self.unsynced = retries = 0
                     else:
                         self.unsynced += max(0, copied - self.backfilled)
+                        # A short tail: go again at once. The WAL fsync of the next round
+                        # covers only what was committed meanwhile, so it is quick and likely
+                        # to finish before the writer's next commit.
+                        # (Not past twice the size: there the writer finishes a short tail.)
+                        short = (
+                            self.wal_pages - copied <= CHECKPOINT_TAIL_PAGES
+                            and self.wal_pages < 2 * CHECKPOINT_PAGES
+                        )
+                        retries = (retries or CHECKPOINT_RETRIES + 1) - 1 if short else 0
                     self.backfilled = copied
-                    self.running = self._pending
+                    self.running = self._pending or bool(retries)
         finally:
             conn.close()
 
@@ -125,15 +136,21 @@ def _wal_hook(helper: _Checkpointer):
                 if pages < helper.backfilled:  # the WAL started over
                     helper.backfilled = helper.unsynced = 0
                 helper.wal_pages = pages
-                if pages < CHECKPOINT_PAGES or (helper.running and pages < CHECKPOINT_HARD_PAGES):
+                if pages < CHECKPOINT_PAGES:
                     return apsw.SQLITE_OK
-                small = (
-                    pages - helper.backfilled <= CHECKPOINT_TAIL_PAGES
-                    and helper.unsynced <= CHECKPOINT_TAIL_PAGES
+                # Finish when the tail is short and little is unsynced; past twice the size,
+                # also when much is unsynced (a writer too fast for the helper's rounds to ever
+                # reach its newest commit would otherwise grow the WAL to the hard limit).
+                finish = pages - helper.backfilled <= CHECKPOINT_TAIL_PAGES and (
+                    helper.unsynced <= CHECKPOINT_TAIL_PAGES or pages >= 2 * CHECKPOINT_PAGES
                 )
-            if not small and pages < CHECKPOINT_HARD_PAGES:
+                ask = not finish and pages < CHECKPOINT_HARD_PAGES
+                if ask and helper.running:
+                    return apsw.SQLITE_OK
+            if ask:
                 helper.request()
                 return apsw.SQLITE_OK
+            # Busy while a helper round holds the checkpoint lock: tried again next commit.
             conn.wal_checkpoint(dbname, apsw.SQLITE_CHECKPOINT_PASSIVE)
         except apsw.Error:
             pass
