@@ -4,6 +4,7 @@ normalization, and the rules that turn backticked code, file paths, tool names i
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -156,6 +157,9 @@ def _normalize_once(text: str) -> str:
     return s
 
 
+# Pure functions of one string, called for the same tool names, paths and code spans add after
+# add: memoised (~10 us of an add's entity extraction).
+@functools.lru_cache(maxsize=8192)
 def normalize_alias(text: str) -> str:
     """Casefolded, NFKC, whitespace-collapsed form with wrapping quotes/punctuation removed."""
     prev, s = None, text
@@ -271,6 +275,7 @@ def _from_code(span: str) -> list[EntityMention]:
     return found
 
 
+@functools.lru_cache(maxsize=8192)
 def _path_name(tok: str) -> str | None:
     name = tok.strip("([{<\"'“”‘’*").rstrip(".,;:!?)]}>\"'”’*")
     # Most words are plain prose: skip the regex work unless the word could be a path.

@@ -162,14 +162,12 @@ def insert(conn: apsw.Connection, m: NewMemory) -> None:
             m.created_at if m.embedding is not None else None,
         ),
     )
-    rid = conn.last_insert_rowid()
+    rid = str(conn.last_insert_rowid())
+    cap = POSTINGS_CAP
     conn.executemany(
         "INSERT INTO term_df (term, df, posts) VALUES (?, 1, ?) ON CONFLICT (term) DO UPDATE "
         "SET df = df + 1, posts = CASE WHEN df < ? THEN posts || ',' || ? END",
-        [
-            (t, str(rid), POSTINGS_CAP, str(rid))
-            for t in dedup_terms(m.namespace, m.content_norm.split())
-        ],
+        [(t, rid, cap, rid) for t in dedup_terms(m.namespace, m.content_norm.split())],
     )
 
 
