@@ -35,8 +35,8 @@ format: $(TEST_STAMP)
 	$(BIN)/ruff format src tests bench scripts skills
 	$(BIN)/ruff check --fix src tests bench scripts skills
 
-bench: install
-	$(BIN)/python bench/write_path.py
+bench: install  ## every benchmark; tables in bench/results/latest.md (BENCH_ARGS=--quick)
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
