@@ -28,7 +28,20 @@ def main(argv: list[str] | None = None) -> int:
         help="throwaway store path (built with the fixture corpus on first use); "
         "the default store is refused",
     )
-    ap.add_argument("--gold", type=Path, default=harness.REPO_GOLD, help="gold JSONL set")
+    ap.add_argument(
+        "--gold",
+        type=Path,
+        default=None,
+        help="gold JSONL set (default eval/gold.jsonl, or eval/paraphrase_gold.jsonl "
+        "with --corpus paraphrase)",
+    )
+    ap.add_argument(
+        "--corpus",
+        default=None,
+        metavar="PATH|paraphrase",
+        help="build the store from this corpus JSONL instead of the 64-row fixture "
+        "('paraphrase' = eval/paraphrase_corpus.jsonl); the path must be new",
+    )
     ap.add_argument("--k", type=int, default=5, help="cut-off for hit_at_k and mrr (default 5)")
     ap.add_argument(
         "--fail-under",
@@ -43,7 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return 2 if exc.code else 0
     try:
-        report = harness.run(args.store, args.gold, args.k)
+        corpus = harness.PARAPHRASE_CORPUS if args.corpus == "paraphrase" else args.corpus
+        gold = args.gold or (
+            harness.PARAPHRASE_GOLD if args.corpus == "paraphrase" else harness.REPO_GOLD
+        )
+        report = harness.run(args.store, gold, args.k, Path(corpus) if corpus else None)
         print(harness.write(report, args.json_out))
     except ZMemError as exc:
         print(f"eval_runner: error: {exc}", file=sys.stderr)

@@ -106,3 +106,21 @@ def test_tune_weights_refuses_an_invalid_gold_set(fixture_store, tmp_path, run_c
         "--store", str(fixture_store), "tune-weights", "--dry-run", "--gold", str(missing)
     )
     assert done.exit_code == 2 and "F99" in done.stderr
+
+
+def test_paraphrase_dev_set_runs_from_its_corpus(tmp_path):
+    from zmem.errors import UsageError
+    from zmem.evaluation import gold
+
+    items = gold.load(harness.PARAPHRASE_GOLD)
+    assert len(items) >= 40 and all(i.bucket == "paraphrase" for i in items)
+    corpus = [
+        json.loads(line) for line in harness.PARAPHRASE_CORPUS.read_text().splitlines() if line
+    ]
+    assert len(corpus) >= 60 and len({r["namespace"] for r in corpus}) >= 3
+    path = tmp_path / "para.sqlite"
+    report = harness.run(path, harness.PARAPHRASE_GOLD, 5, harness.PARAPHRASE_CORPUS)
+    assert report["items"] == len(items) and report["settings"]["corpus"].endswith(".jsonl")
+    assert 0.0 <= report["hit_at_k"] <= 1.0
+    with pytest.raises(UsageError, match="already exists"):
+        harness.run(path, harness.PARAPHRASE_GOLD, 5, harness.PARAPHRASE_CORPUS)

@@ -6,6 +6,7 @@ them: uuid4 ids differ on every build, the keys never do."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,6 +240,53 @@ def build(store: MemoryStore) -> dict[str, str]:
             store.supersede(ids[key], reason)
     if len(ids) != FIXTURE_ROWS:
         raise AssertionError(f"fixture has {len(ids)} rows, expected {FIXTURE_ROWS}")
+    return ids
+
+
+def load_corpus(path: Path) -> list[Row]:
+    """A corpus file: one JSON object per line with key, namespace, type, signal, content (and
+    optionally taint). Used for dev sets that need no history, such as the paraphrase set."""
+    rows = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"cannot read corpus {path}: {exc.strerror}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            rows.append(
+                Row(
+                    raw["key"],
+                    raw["content"],
+                    raw["namespace"],
+                    raw["type"],
+                    raw["signal"],
+                    raw.get("taint"),
+                )
+            )
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UsageError(f"corpus line {number}: {exc!r}") from None
+    return rows
+
+
+def build_corpus(store: MemoryStore, rows: list[Row]) -> dict[str, str]:
+    """Write a history-free corpus; returns key -> memory id. A row the write path folds into
+    an earlier one (dedup) maps to the keeper, so it stays scorable."""
+    ids: dict[str, str] = {}
+    with restored_env(ZMEM_TEST_NOW=BUILD_AT):
+        for row in rows:
+            result = store.add(
+                row.content,
+                namespace=row.namespace,
+                type=row.type,
+                signal=row.signal,
+                taint=row.taint,
+                source_ref=KEY_PREFIX + row.key,
+                capture_mode="manual",
+            )
+            ids[row.key] = result.id
     return ids
 
 

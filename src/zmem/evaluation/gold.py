@@ -22,12 +22,13 @@ BUCKETS = (
     "retraction",
     "polarity",
     "change_intent",
+    "paraphrase",
 )
 _KEYS = {
     "id", "bucket", "query", "namespace", "expect", "forbid", "require", "as_of",
     "include_global", "explicit", "note",
 }  # fmt: skip
-_FIXTURE_KEY = re.compile(r"^F\d{2}$")
+_FIXTURE_KEY = re.compile(r"^[A-Z]\d{2,3}$")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def _item(raw: object, where: str) -> GoldItem:
         if not isinstance(value, list) or not all(
             isinstance(v, str) and _FIXTURE_KEY.match(v) for v in value
         ):
-            raise UsageError(f"{where}: '{key}' must be a list of fixture keys like \"F07\"")
+            raise UsageError(f"{where}: '{key}' must be a list of corpus keys like \"F07\"")
         lists[key] = tuple(value)
     if not lists["expect"] and not lists["forbid"]:
         raise UsageError(f"{where}: an item needs 'expect' or 'forbid' keys")

@@ -9,23 +9,33 @@ import os
 from pathlib import Path
 from typing import Any
 
+from zmem import config
+from zmem.errors import UsageError
 from zmem.evaluation import fixture, gold, runner
 from zmem.evaluation.environment import restored_env
+from zmem.store import MemoryStore
 
-REPO_GOLD = Path(__file__).resolve().parents[3] / "eval" / "gold.jsonl"
+EVAL_DIR = Path(__file__).resolve().parents[3] / "eval"
+REPO_GOLD = EVAL_DIR / "gold.jsonl"
+PARAPHRASE_CORPUS = EVAL_DIR / "paraphrase_corpus.jsonl"
+PARAPHRASE_GOLD = EVAL_DIR / "paraphrase_gold.jsonl"
 # The settings a run may not inherit from the operator's shell: they would change the ranking.
 _ISOLATED = ("ZMEM_INJECT_FLOOR_PROMPT", "ZMEM_MMR_LAMBDA", "ZMEM_UNFOLD_TOP_K",
              "ZMEM_UNFOLD_MAX_HOPS", "ZMEM_UNFOLD_BUDGET", "ZMEM_INJECT_TOKEN_BUDGET",
              "ZMEM_LINK_THRESHOLD", "ZMEM_CAPTURE_MODE", "ZMEM_STORE", "ZMEM_DATA")  # fmt: skip
 
 
-def run(store_path: Path, gold_path: Path, k: int) -> dict[str, Any]:
-    """The report for gold_path over the fixture store at store_path (built on first use)."""
+def run(
+    store_path: Path, gold_path: Path, k: int, corpus_path: Path | None = None
+) -> dict[str, Any]:
+    """The report for gold_path over the fixture store at store_path (built on first use), or
+    over a store built from corpus_path (a dev set without history, e.g. the paraphrase set)."""
     items = gold.load(gold_path)
+    rows = fixture.load_corpus(corpus_path) if corpus_path is not None else None
     cleared = {name: os.environ.pop(name) for name in _ISOLATED if name in os.environ}
     try:
         with restored_env(ZMEM_EMBED_PROFILE="fake", ZMEM_TEST_NOW=fixture.BUILD_AT):
-            store, ids = fixture.open_fixture(store_path)
+            store, ids = _open(store_path, rows)
             try:
                 os.environ["ZMEM_TEST_NOW"] = fixture.QUERY_AT
                 report = runner.evaluate(store, items, ids, k)
@@ -36,6 +46,7 @@ def run(store_path: Path, gold_path: Path, k: int) -> dict[str, Any]:
     report["settings"] = {
         "store": str(store_path),
         "gold": str(gold_path),
+        "corpus": str(corpus_path) if corpus_path else "fixture",
         "profile": "fake",
         "clock": fixture.QUERY_AT,
         "passive": True,
@@ -43,6 +54,19 @@ def run(store_path: Path, gold_path: Path, k: int) -> dict[str, Any]:
         "no_mmr": True,
     }
     return report
+
+
+def _open(path: Path, rows: list[fixture.Row] | None) -> tuple[MemoryStore, dict[str, str]]:
+    if rows is None:
+        return fixture.open_fixture(path)
+    if path.exists():
+        raise UsageError(f"{path} already exists; a corpus run needs a new, throwaway path")
+    store = MemoryStore.open(settings=config.load_settings(store_path=path))
+    try:
+        return store, fixture.build_corpus(store, rows)
+    except BaseException:
+        store.close()
+        raise
 
 
 def write(report: dict[str, Any], json_out: Path | None) -> str:
