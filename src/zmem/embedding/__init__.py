@@ -1,1 +1,76 @@
-"""Embedding profiles: which model turns text into vectors, resolved from ZMEM_EMBED_PROFILE."""
+"""Embedding profiles: which model turns text into vectors, resolved from ZMEM_EMBED_PROFILE.
+`get_embedder(profile)` is the public entry; numpy, onnxruntime and tokenizers are imported only
+when an embedder is actually built, so importing this package stays free."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+
+PROFILES = ("minilm", "fake")
+
+
+class Embedder(Protocol):
+    dim: int
+    model_name: str
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """float32 array of shape (len(texts), dim), each row of unit length."""
+        ...
+
+
+class FakeEmbedder:
+    """The deterministic 16-d test profile behind the same interface as the real one."""
+
+    def __init__(self) -> None:
+        from zmem.embedding import fake
+
+        self._fake = fake
+        self.dim = fake.DIM
+        self.model_name = fake.MODEL_NAME
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a list of texts, not one string")
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            out[row] = self._fake.embed(text)
+        return out
+
+
+_lock = threading.Lock()
+_loaded: dict[str, Embedder] = {}
+
+
+def load_minilm(data_dir: Path | None = None, *, build: bool = True) -> Embedder:
+    """A fresh MiniLM embedder from the verified model files of `data_dir` (default: ZMEM_DATA,
+    else ~/.zmem), building them from the installed weights when missing and `build` is set.
+    Raises ModelFileError when no verified model can be had."""
+    from zmem.config import default_data_dir
+    from zmem.embedding import model_files
+    from zmem.embedding.minilm import MiniLMEmbedder
+
+    directory = default_data_dir() if data_dir is None else Path(data_dir)
+    return MiniLMEmbedder(model_files.resolve(directory, build=build))
+
+
+def get_embedder(profile: str, data_dir: Path | None = None) -> Embedder:
+    """The process-wide embedder of `profile`. The minilm model is loaded once per process: every
+    source of it (download or offline build) is pinned to the same weights, so the first data
+    dir's verified copy serves all."""
+    if profile not in PROFILES:
+        from zmem.errors import ConfigError
+
+        raise ConfigError(f"unknown embedding profile {profile!r} ({', '.join(PROFILES)})")
+    with _lock:
+        found = _loaded.get(profile)
+        if found is None:
+            found = FakeEmbedder() if profile == "fake" else load_minilm(data_dir)
+            _loaded[profile] = found
+        return found
