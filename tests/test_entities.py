@@ -454,3 +454,12 @@ def test_normalize_and_query_properties(text: str) -> None:
     assert aliases == query_aliases(text)
     assert len(aliases) == len(set(aliases))
     assert all(a and a == normalize_alias(a) for a in aliases)
+
+
+@pytest.mark.parametrize(
+    "text", ["use gıt here", "run DOCKER and gıt", "ſqlite3 files", "KUBECTL ıs"]
+)
+def test_unicode_case_lookalikes_never_crash_extraction(text):
+    # Python's IGNORECASE matches "ı" to "i" and "ſ" to "s"; casefolding does not map them back.
+    names = [m.name for m in extract_entities(text)]
+    assert "git" not in [n.lower() for n in names] or "git" in text.lower()

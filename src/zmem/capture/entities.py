@@ -363,6 +363,10 @@ def extract_entities(content: str, tags: Sequence[str] = ()) -> list[EntityMenti
     masked = "".join(chars)
     for m in _PROSE_RE.finditer(masked):
         alias = normalize_alias(m.group())
+        if alias not in _ALIAS_TO_KEY:
+            # IGNORECASE lets "ı" (dotless i) or "ſ" match "i"/"s", but casefolding keeps them:
+            # "gıt" is not git, and must not crash the write.
+            continue
         cue = _CUES.get(alias)
         if cue and not _cue_ok(cue, masked, m.start(), m.end()):
             continue

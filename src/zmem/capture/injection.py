@@ -89,6 +89,11 @@ _TEMPLATES: dict[str, tuple[str, ...]] = {
         # is linter talk).
         rf"\b(?:ignore|disregard|forget) (?:(?:all|any|every) (?:of )?(?:(?:the|your|my) )?"
         rf"|your ){_ORDERS}\b",
+        # A header announcing replacement orders ("new system prompt:", "updated
+        # instructions -"): descriptive mentions ("the new system prompt for the bot lives in
+        # prompts/") have no punctuation straight after the noun.
+        r"\b(?:new|updated|revised|real|actual|true) (?:system (?:prompt|message|instructions?)"
+        r"|instructions)\s*(?:[:,\-\u2013\u2014]|is\s*:)",
         r"\b(?:ignore|disregard|forget) (?:everything|all|anything)(?: that)? "
         r"(?:you(?:\W?ve| have| were| are)? (?:been )?(?:told|taught|instructed|given)"
         r"|above|before this|so far|i (?:said|told you))\b",
@@ -145,6 +150,13 @@ _TEMPLATES: dict[str, tuple[str, ...]] = {
         r"\b(?:send|email|forward|transmit|exfiltrate|leak) the (?:contents of (?:the |your )?)?"
         r"(?:environment variables|env vars|ssh (?:private )?keys?|private keys?|secrets"
         r"|\.env(?: file)?|~/\.(?:ssh|aws)\S*|system prompt) (?:to|into|via|over to|at)\b",
+        # Aimed at the reader's own knowledge: "reveal every key you have seen".
+        # A modal before the verb makes it a description of a bug, not an order.
+        r"(?<!would\s)(?<!could\s)(?<!might\s)(?<!will\s)(?<!can\s)(?<!may\s)(?<!to\s)"
+        r"\b(?:print|echo|output|reveal|display|dump|show|list|leak|repeat|disclose|tell me) "
+        r"(?:all|every|each|any) (?:of )?(?:the |your )?(?:\w+ ){0,2}(?:keys?|tokens?"
+        r"|passwords?|secrets?|credentials) (?:that )?you(?:\W?ve| have| can| know| saw"
+        r"| remember| were given)\b",
         r"\b(?:print|echo|output|reveal|display|include|dump|show|list|write|paste|leak|repeat)"
         rf" (?:all (?:of )?)?(?:the |your |my |any )?(?:{_SECRET_NOUNS}|system prompt"
         r"|hidden instructions) (?:in|into|within|as part of) your "
@@ -170,7 +182,17 @@ _COMPILED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 # (0.09 ms -> 0.01 ms per write). Plain substring tests on a lower-cased, mark-stripped copy:
 # an alternation regex with IGNORECASE cost more than the templates it was meant to skip.
 _ANCHORS: dict[str, tuple[str, ...]] = {
-    "override": ("ignore", "disregard", "forget"),
+    "override": (
+        "ignore",
+        "disregard",
+        "forget",
+        "new",
+        "updated",
+        "revised",
+        "real",
+        "actual",
+        "true",
+    ),
     "role_hijack": ("you", "pretend", "act", "behave", "respond", "operate"),
     "concealment": (
         "mention",
@@ -192,6 +214,8 @@ _ANCHORS: dict[str, tuple[str, ...]] = {
     "store_mutation": ("memor", "knowledge", "remember"),
     "exfiltration": (
         "key",
+        "password",
+        "you",
         "token",
         "credential",
         "secret",
