@@ -31,6 +31,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         if key.startswith("ZMEM_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("ZMEM_DATA", str(tmp_path / "data"))
+    # The fake profile unless a test asks for the real model: loading MiniLM per test store
+    # (and building it per subprocess data dir) would cost a minute for nothing.
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
     monkeypatch.setenv("ZMEM_STORE", str(tmp_path / "store.sqlite"))
     return tmp_path
 

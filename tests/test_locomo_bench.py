@@ -149,7 +149,8 @@ def test_rows_are_created_at_their_sessions_date(ingested):
 
 def test_the_callers_clock_and_profile_come_back(toy, monkeypatch):
     monkeypatch.setenv("ZMEM_TEST_NOW", "2030-01-01T00:00:00Z")
-    locomo.run_zmem(toy, profile="minilm")
+    monkeypatch.delenv("ZMEM_EMBED_PROFILE")
+    locomo.run_zmem(toy, profile="fake")
     assert os.environ["ZMEM_TEST_NOW"] == "2030-01-01T00:00:00Z"
     assert "ZMEM_EMBED_PROFILE" not in os.environ
 
