@@ -1,0 +1,106 @@
+"""The host-integration commands: `hook` (the hosts' entry point), `queue-list` /
+`queue-clear` (the capture-correction queue, store-independent), `corrections --transcript`
+(read-only mining) and `doctor` (read-only diagnostics)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from zmem import config
+from zmem.cli import cli
+from zmem.hosts import client, corrections, sidecars
+
+
+@cli.command("hook")
+@click.argument("event")
+@click.option("--host", "host", type=click.Choice(["claude", "codex", "zcode"]), required=True)
+def hook(event: str, host: str) -> None:
+    """Run one host hook: the host's JSON on stdin, what the host accepts on stdout.
+
+    Always exits 0 and prints nothing on failure; the decision is logged to
+    <data dir>/zmem-bg.log. Hosts call hooks/zmem_hook.py, which skips this CLI's imports.
+    """
+    try:
+        raw = sys.stdin.read()
+    except (OSError, ValueError):
+        raw = ""
+    out, _ = client.run(host, event, raw)
+    if out:
+        click.echo(out, nl=False)
+
+
+def _data_dir() -> Path:
+    return config.default_data_dir()
+
+
+@cli.command("queue-list")
+@click.option("--namespace", required=True, help="The queue's namespace (project:<x>).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document.")
+def queue_list(namespace: str, as_json: bool) -> None:
+    """Show queued correction candidates (never opens the store)."""
+    items = sidecars.queue_items(_data_dir(), namespace)
+    if as_json:
+        click.echo(json.dumps({"namespace": namespace, "count": len(items), "items": items}))
+        return
+    if not items:
+        click.echo(f"[zmem] no queued corrections for {namespace}")
+        return
+    for i in items:
+        click.echo(
+            f"{i.get('id')}  {i.get('type')}  conf {i.get('confidence')}  {i.get('message')}"
+        )
+
+
+@cli.command("queue-clear")
+@click.option("--namespace", required=True, help="The queue's namespace (project:<x>).")
+@click.option("--id", "ids", multiple=True, help="Remove these processed ids.")
+@click.option("--all", "all_items", is_flag=True, help="Empty the queue.")
+@click.option("--drop-stale", is_flag=True, help="Prune old low-confidence items.")
+def queue_clear(namespace: str, ids: tuple[str, ...], all_items: bool, drop_stale: bool) -> None:
+    """Remove queue items: exactly one of --id, --all, --drop-stale (never opens the store)."""
+    if sum((bool(ids), all_items, drop_stale)) != 1:
+        raise click.UsageError("exactly one of --id, --all, --drop-stale is required")
+    removed = sidecars.clear(
+        _data_dir(), namespace, ids=ids, all_items=all_items, drop_stale=drop_stale
+    )
+    click.echo(f"[zmem] removed {removed} queued item(s) from {namespace}")
+
+
+@cli.command("corrections")
+@click.option("--transcript", required=True, type=click.Path(dir_okay=False), help="JSONL.")
+@click.option("--json", "as_json", is_flag=True, help="Accepted for parity; output is JSON.")
+def corrections_cmd(transcript: str, as_json: bool) -> None:
+    """Mine a Claude Code transcript for user corrections (read-only; never opens the store)."""
+    from zmem.capture import secrets
+
+    settings = config.load_settings()
+    path = Path(transcript)
+    if not path.is_file():
+        raise click.UsageError(f"transcript not found: {transcript}")
+    redact = secrets.redact if settings.capture_mode == "auto" else None
+    result = corrections.mine_transcript(path, redact=redact)
+    if redact is None:
+        for item in result["items"]:
+            if secrets.looks_like_secret(item["message"]):
+                item["secret_warning"] = True
+    click.echo(json.dumps(result, ensure_ascii=False))
+
+
+@cli.command("doctor")
+@click.option("--project", default=None, help="A checkout to derive the namespace for.")
+@click.option("--repo-root", default=None, help="The ZMem plugin/checkout root to inspect.")
+@click.option("--format", "fmt", type=click.Choice(["human", "json", "both"]), default="human")
+def doctor_cmd(project: str | None, repo_root: str | None, fmt: str) -> None:
+    """Read-only install diagnostics: store path, runtime, schema, host surfaces."""
+    from zmem.hosts import doctor
+
+    report = doctor.run(project=project, repo_root=repo_root)
+    if fmt in ("human", "both"):
+        click.echo(doctor.human(report))
+    if fmt in ("json", "both"):
+        click.echo(json.dumps(report, indent=None if fmt == "json" else 1))
+    sys.exit(0)

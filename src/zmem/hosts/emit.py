@@ -1,0 +1,60 @@
+"""What each host accepts on stdout, and nothing else. Claude Code and ZCode take the
+hookSpecificOutput envelope on their context events; Codex parses anything that starts with
+`{` or `[` against a strict schema (extra keys fail the hook), so ZMem prints exactly the known
+keys or nothing. Standard library only."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# Events whose additionalContext reaches the model, per host. Stop is absent everywhere on
+# purpose: on Claude Code a Stop hook that returns context keeps the agent running.
+CONTEXT_EVENTS: dict[str, frozenset[str]] = {
+    "claude": frozenset(
+        {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "SubagentStart"}
+    ),
+    # Codex's wire enum for hookEventName covers these four context events (output schemas,
+    # codex-rs/hooks/schema/generated); SubagentStart output is not in it.
+    "codex": frozenset({"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse"}),
+    "zcode": frozenset({"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse"}),
+}
+
+# Codex output schemas set additionalProperties: false at both levels.
+CODEX_TOP_KEYS = frozenset(
+    {"continue", "stopReason", "suppressOutput", "systemMessage", "decision", "reason"}
+    | {"hookSpecificOutput"}
+)
+CODEX_SPECIFIC_KEYS = frozenset({"hookEventName", "additionalContext"})
+
+# Claude Code caps each output string at 10,000 characters (longer text goes to a file).
+MAX_CONTEXT_CHARS = 9500
+
+
+def render(host: str, event: str, context: str | None) -> str:
+    """The exact stdout for this host and event: an envelope, or "" (print nothing)."""
+    if not context or not context.strip():
+        return ""
+    if event not in CONTEXT_EVENTS.get(host, frozenset()):
+        return ""
+    if len(context) > MAX_CONTEXT_CHARS:
+        context = context[: MAX_CONTEXT_CHARS - 1] + "\u2026"
+    doc = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
+    if host == "codex" and not codex_valid(doc):
+        return ""
+    return json.dumps(doc, ensure_ascii=False)
+
+
+def codex_valid(doc: Any) -> bool:
+    """True when doc uses only keys Codex's output schemas know, with the right types."""
+    if not isinstance(doc, dict) or not set(doc) <= CODEX_TOP_KEYS:
+        return False
+    spec = doc.get("hookSpecificOutput")
+    if spec is None:
+        return True
+    if not isinstance(spec, dict) or not set(spec) <= CODEX_SPECIFIC_KEYS:
+        return False
+    if not isinstance(spec.get("hookEventName"), str):
+        return False
+    ctx = spec.get("additionalContext")
+    return ctx is None or isinstance(ctx, str)

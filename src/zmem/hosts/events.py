@@ -1,0 +1,184 @@
+"""One event type for every host: the normalizers that turn Claude Code, Codex and ZCode hook
+payloads into a HookEvent, and the table of which events each host sends. Standard library
+only: the hook client imports this before it knows whether there is any work."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+HOSTS = ("claude", "codex", "zcode")
+
+# Events each host can send, spelled as the host spells them (Claude's spelling is canonical).
+HOST_EVENTS: dict[str, frozenset[str]] = {
+    "claude": frozenset(
+        {
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PostToolUse",
+            "Stop",
+            "PreCompact",
+            "SubagentStart",
+            "SessionEnd",
+        }
+    ),
+    "codex": frozenset(
+        {
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PostToolUse",
+            "Stop",
+            "PreCompact",
+            "SubagentStart",
+            "SessionEnd",
+        }
+    ),
+    # ZCode supports exactly seven events (spec, inject surface parity); PermissionRequest and
+    # PostToolUseFailure exist there but ZMem has nothing to do on them.
+    "zcode": frozenset(
+        {
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PermissionRequest",
+            "PostToolUse",
+            "PostToolUseFailure",
+            "Stop",
+        }
+    ),
+}
+
+# Tools whose pending input is a hazard worth recalling on (spec: pre-tool inject matcher).
+FILE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+HAZARD_TOOLS = FILE_TOOLS | {"Bash"}
+
+# Other spellings hosts use for the same tools. Codex names its shell tool Bash and its patch
+# tool apply_patch (aliases Edit/Write); ZCode's names are matched case-insensitively.
+_TOOL_ALIASES = {
+    "bash": "Bash",
+    "shell": "Bash",
+    "exec_command": "Bash",
+    "edit": "Edit",
+    "write": "Write",
+    "multiedit": "MultiEdit",
+    "notebookedit": "NotebookEdit",
+    "apply_patch": "Edit",
+}
+
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class HookEvent:
+    host: str
+    name: str
+    session_id: str | None = None
+    cwd: str | None = None
+    prompt: str | None = None
+    tool_name: str | None = None
+    command: str | None = None  # the shell command a Bash-like tool is about to run / ran
+    paths: tuple[str, ...] = ()  # files a file tool is about to touch / touched
+    tool_failed: bool = False
+    source: str | None = None
+    transcript_path: str | None = None
+    agent_type: str | None = None
+    task: str | None = None  # a subagent's delegated prompt, when the event carries it
+    stop_hook_active: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class BadPayload(ValueError):
+    """The stdin payload is not a JSON object a hook can use."""
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def canonical_tool(name: Any) -> str | None:
+    if not isinstance(name, str) or not name:
+        return None
+    return _TOOL_ALIASES.get(name.lower(), name)
+
+
+def _command_text(tool_input: dict[str, Any]) -> str | None:
+    cmd = tool_input.get("command")
+    if isinstance(cmd, list):  # some Codex builds pass argv
+        cmd = " ".join(str(part) for part in cmd)
+    return _str(cmd)
+
+
+def _paths(tool_name: str | None, raw_tool: Any, tool_input: dict[str, Any]) -> tuple[str, ...]:
+    found: list[str] = []
+    for key in ("file_path", "notebook_path", "path"):
+        value = _str(tool_input.get(key))
+        if value:
+            found.append(value)
+    edits = tool_input.get("edits")
+    if isinstance(edits, list):
+        for e in edits:
+            if isinstance(e, dict) and _str(e.get("file_path")):
+                found.append(e["file_path"])
+    if isinstance(raw_tool, str) and raw_tool.lower() == "apply_patch":
+        # Codex puts the whole patch in tool_input.command; its file headers name the paths.
+        patch = _command_text(tool_input) or _str(tool_input.get("input")) or ""
+        found += [m.strip() for m in _PATCH_FILE.findall(patch)]
+    return tuple(dict.fromkeys(found))
+
+
+def _failed(response: Any) -> bool:
+    if isinstance(response, dict):
+        for key in ("exit_code", "exitCode", "returncode"):
+            code = response.get(key)
+            if isinstance(code, int) and code != 0:
+                return True
+        if response.get("is_error") is True or response.get("interrupted") is True:
+            return True
+    return False
+
+
+def normalize(host: str, event_name: str, payload: Any) -> HookEvent:
+    """The host's payload as a HookEvent. Unknown extra fields are ignored; a payload that is
+    not a JSON object raises BadPayload."""
+    if host not in HOSTS:
+        raise BadPayload(f"unknown host {host!r}")
+    if not isinstance(payload, dict):
+        raise BadPayload("payload is not a JSON object")
+    raw_tool = payload.get("tool_name")
+    tool = canonical_tool(raw_tool)
+    tool_input = payload.get("tool_input")
+    if not isinstance(tool_input, dict):
+        tool_input = {}
+    is_shell = tool == "Bash"
+    failed = event_name == "PostToolUseFailure" or _failed(payload.get("tool_response"))
+    task = _str(payload.get("prompt")) if event_name == "SubagentStart" else None
+    if event_name == "SubagentStart" and task is None:
+        task = _str(payload.get("task")) or _str(payload.get("description"))
+    return HookEvent(
+        host=host,
+        name=event_name,
+        session_id=_str(payload.get("session_id")),
+        cwd=_str(payload.get("cwd")),
+        prompt=_str(payload.get("prompt")) if event_name == "UserPromptSubmit" else None,
+        tool_name=tool,
+        command=_command_text(tool_input) if is_shell else None,
+        paths=() if is_shell else _paths(tool, raw_tool, tool_input),
+        tool_failed=failed,
+        source=_str(payload.get("source")) or _str(payload.get("trigger")),
+        transcript_path=_str(payload.get("transcript_path")),
+        agent_type=_str(payload.get("agent_type")),
+        task=task,
+        stop_hook_active=payload.get("stop_hook_active") is True,
+    )
+
+
+@dataclass
+class Outcome:
+    """What a verb decided: the context text (None: print nothing) and the bg-log fields."""
+
+    context: str | None = None
+    reason: str = "empty-pool"
+    fields: dict[str, Any] = field(default_factory=dict)

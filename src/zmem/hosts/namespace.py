@@ -1,0 +1,130 @@
+"""The project namespace a hook reads and writes, derived canonically from the checkout: the
+git remote when there is one (so two clones of one repository share memory), else
+`project:<basename>` of the checkout root. Also resolves ZMEM_NS_MIGRATION_MAP entries into
+(legacy key, canonical key) pairs. Reads .git/config directly: no git subprocess on the hook
+path. Standard library only."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+GLOBAL_NAMESPACE = "user:global"
+_REMOTE = re.compile(r'^\s*\[remote\s+"([^"]+)"\]\s*$')
+_URL = re.compile(r"^\s*url\s*=\s*(.+?)\s*$")
+_SECTION = re.compile(r"^\s*\[")
+_SCP = re.compile(r"^(?:[^@/]+@)?([^:/]+):(.+)$")  # git@host:owner/repo.git
+
+
+def find_checkout(cwd: str | Path) -> tuple[Path, Path | None]:
+    """(checkout root, git dir or None). Walks up from cwd to the first `.git`."""
+    start = Path(cwd).expanduser().resolve()
+    for d in (start, *start.parents):
+        dot = d / ".git"
+        if dot.is_dir():
+            return d, dot
+        if dot.is_file():  # a worktree or submodule: "gitdir: <path>"
+            try:
+                text = dot.read_text(encoding="utf-8", errors="replace").strip()
+            except OSError:
+                return d, None
+            if text.startswith("gitdir:"):
+                gitdir = Path(text[7:].strip())
+                gitdir = gitdir if gitdir.is_absolute() else (d / gitdir).resolve()
+                common = gitdir / "commondir"
+                if common.is_file():
+                    rel = common.read_text(encoding="utf-8", errors="replace").strip()
+                    gitdir = (gitdir / rel).resolve()
+                return d, gitdir
+            return d, None
+    return start, None
+
+
+def remote_url(gitdir: Path) -> str | None:
+    """origin's url, else the first remote's."""
+    try:
+        lines = (gitdir / "config").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    urls: dict[str, str] = {}
+    current: str | None = None
+    for line in lines:
+        m = _REMOTE.match(line)
+        if m:
+            current = m.group(1)
+            continue
+        if _SECTION.match(line):
+            current = None
+            continue
+        u = _URL.match(line)
+        if current and u and current not in urls:
+            urls[current] = u.group(1).strip('"')
+    if not urls:
+        return None
+    return urls.get("origin") or next(iter(urls.values()))
+
+
+def canonical_remote(url: str) -> str | None:
+    """host/owner/repo, lower-cased host, no scheme, user, port, `.git` or trailing slash, so
+    https, ssh and scp spellings of one repository agree."""
+    url = url.strip()
+    if not url:
+        return None
+    if "://" in url:
+        rest = url.split("://", 1)[1]
+        host, _, path = rest.partition("/")
+        host = host.rsplit("@", 1)[-1].split(":", 1)[0]
+    else:
+        m = _SCP.match(url)
+        if not m or url.startswith(("/", ".")):
+            return None  # a local path remote names no shared repository
+        host, path = m.group(1), m.group(2)
+    path = path.strip("/")
+    if path.endswith(".git"):
+        path = path[:-4]
+    path = path.strip("/")
+    if not host or not path:
+        return None
+    key = f"{host.lower()}/{path}"
+    return re.sub(r"\s+", "-", key)
+
+
+def derive(cwd: str | Path | None) -> str:
+    """The canonical project namespace for a working directory."""
+    if not cwd:
+        return GLOBAL_NAMESPACE
+    try:
+        root, gitdir = find_checkout(cwd)
+    except OSError:
+        return GLOBAL_NAMESPACE
+    if gitdir is not None:
+        url = remote_url(gitdir)
+        key = canonical_remote(url) if url else None
+        if key:
+            return f"project:{key}"
+    name = re.sub(r"\s+", "-", root.name) or "root"
+    return f"project:{name}"
+
+
+def migration_pairs(raw: str | None, namespace: str) -> list[str]:
+    """Legacy keys ZMEM_NS_MIGRATION_MAP says belong to this namespace: entries whose checkout
+    path derives to it. A malformed map yields nothing (a hook must not fail over it)."""
+    if not raw:
+        return []
+    try:
+        mapping = json.loads(raw)
+    except ValueError:
+        return []
+    if not isinstance(mapping, dict):
+        return []
+    out = []
+    for old, path in mapping.items():
+        if not isinstance(old, str) or not isinstance(path, str) or old == namespace:
+            continue
+        try:
+            if Path(path).expanduser().exists() and derive(path) == namespace:
+                out.append(old)
+        except OSError:
+            continue
+    return out

@@ -1,0 +1,145 @@
+"""Files the hooks keep beside the store, never inside it: the capture-correction queue
+(<data>/queue/<ns>.json, reviewed with queue-list / queue-clear; store-independent), the
+pending pre-tool fence a later prompt delivers, and per-session cooldown markers. Writes are
+atomic (temp file + rename) so a hook killed mid-write leaves the old file. Standard library."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from zmem.hosts.opsring import session_key
+
+QUEUE_MAX_ITEMS = 200
+STALE_DAYS = 14
+STALE_CONFIDENCE = 0.6
+_NS_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ---- capture-correction queue -----------------------------------------------------------------
+
+
+def queue_path(data_dir: Path, namespace: str) -> Path:
+    safe = _NS_SAFE.sub("_", namespace).strip("_") or "ns"
+    digest = hashlib.sha256(namespace.encode()).hexdigest()[:8]
+    return data_dir / "queue" / f"{safe[:80]}-{digest}.json"
+
+
+def queue_items(data_dir: Path, namespace: str) -> list[dict[str, Any]]:
+    try:
+        doc = json.loads(queue_path(data_dir, namespace).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    items = doc.get("items") if isinstance(doc, dict) else None
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+
+def _save_queue(data_dir: Path, namespace: str, items: list[dict[str, Any]]) -> None:
+    doc = {"namespace": namespace, "items": items[-QUEUE_MAX_ITEMS:]}
+    _atomic_write(queue_path(data_dir, namespace), json.dumps(doc, ensure_ascii=False, indent=1))
+
+
+def enqueue(data_dir: Path, namespace: str, item: dict[str, Any]) -> dict[str, Any]:
+    items = queue_items(data_dir, namespace)
+    if any(i.get("message") == item.get("message") for i in items):
+        return item  # the same correction typed twice is one candidate
+    item = {"id": uuid.uuid4().hex[:12], "queued_at": time.time(), **item}
+    items.append(item)
+    _save_queue(data_dir, namespace, items)
+    return item
+
+
+def clear(
+    data_dir: Path,
+    namespace: str,
+    *,
+    ids: tuple[str, ...] = (),
+    all_items: bool = False,
+    drop_stale: bool = False,
+    now: float | None = None,
+) -> int:
+    """Remove queue items by exactly one selector; returns how many went."""
+    if sum((bool(ids), all_items, drop_stale)) != 1:
+        raise ValueError("exactly one of --id, --all, --drop-stale is required")
+    items = queue_items(data_dir, namespace)
+    if all_items:
+        keep: list[dict[str, Any]] = []
+    elif ids:
+        keep = [i for i in items if i.get("id") not in ids]
+    else:
+        cutoff = (now if now is not None else time.time()) - STALE_DAYS * 86400
+        keep = [
+            i
+            for i in items
+            if not (
+                float(i.get("queued_at") or 0) < cutoff
+                and float(i.get("confidence") or 0) < STALE_CONFIDENCE
+            )
+        ]
+    removed = len(items) - len(keep)
+    if removed:
+        _save_queue(data_dir, namespace, keep)
+    return removed
+
+
+# ---- pending pre-tool fence ---------------------------------------------------------------------
+
+
+def pending_path(data_dir: Path, session_id: str) -> Path:
+    return data_dir / "ops" / f"pending-{session_key(session_id)}.txt"
+
+
+def put_pending(data_dir: Path, session_id: str, block: str) -> None:
+    _atomic_write(pending_path(data_dir, session_id), block)
+
+
+def take_pending(data_dir: Path, session_id: str) -> str | None:
+    """The pending fence, removed as it is read (delivered at most once)."""
+    path = pending_path(data_dir, session_id)
+    taken = path.with_name(f".{path.name}.{os.getpid()}.taken")
+    try:
+        os.replace(path, taken)  # atomic claim: two prompts never both deliver it
+    except OSError:
+        return None
+    try:
+        return taken.read_text(encoding="utf-8") or None
+    except OSError:
+        return None
+    finally:
+        try:
+            taken.unlink()
+        except OSError:
+            pass
+
+
+# ---- per-session cooldown markers ----------------------------------------------------------------
+
+
+def marker_path(data_dir: Path, kind: str, session_id: str) -> Path:
+    # The spec's sentinel names, which `sweep` prunes by prefix.
+    return data_dir / f".{kind}-prompted-{session_key(session_id)}"
+
+
+def claim_marker(data_dir: Path, kind: str, session_id: str) -> bool:
+    """True the first time per session (the marker is created), False after."""
+    path = marker_path(data_dir, kind, session_id)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True

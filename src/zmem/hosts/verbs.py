@@ -1,0 +1,282 @@
+"""The host-independent hook verbs: what SessionStart, UserPromptSubmit, PreToolUse,
+PostToolUse, SubagentStart, PreCompact and Stop do, given a normalized HookEvent. Each returns
+an Outcome (the context text, if any, and the bg-log decision: reason=, omitted=, ops=,
+tokens=). Recall here is always the passive surface: no_bump, global tier included."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zmem.config import Settings
+from zmem.hosts import corrections, namespace, opsring, sidecars
+from zmem.hosts.events import HAZARD_TOOLS, HookEvent, Outcome
+from zmem.retrieval.render import render_block, selective_gate
+from zmem.store import MemoryStore
+
+CORE_MAX_BYTES = 2048
+AGENTS_MAX_CHARS = 4000
+RECENT_LIMIT = 5
+PROMPT_LIMIT = 5
+PRETOOL_LIMIT = 3
+SILENT_PROMPT = "no durable memories retrieved for this prompt."
+SILENT_SESSION = "no durable memories retrieved for this session."
+BELOW_BAR = "no durable memories met the inject bar."
+BUDGET_PROMPT = (
+    "memories withheld: the injection token budget (ZMEM_INJECT_TOKEN_BUDGET) dropped every "
+    "candidate row."
+)
+BUDGET_SESSION = (
+    "session memories withheld: the injection token budget (ZMEM_INJECT_TOKEN_BUDGET) dropped "
+    "every candidate row."
+)
+# Pre-tool recall wants hazards, not everything that shares a word with a path.
+PRETOOL_TYPES = frozenset({"lesson", "constraint", "convention", "decision"})
+
+
+@dataclass
+class Decision:
+    block: str
+    reason: str
+    fields: dict[str, Any]
+
+
+class Hooks:
+    """Verbs over one open store; the resident process keeps one of these per data dir."""
+
+    def __init__(self, settings: Settings, store: MemoryStore | None = None):
+        self.settings = settings
+        self.data_dir = settings.data_dir
+        self._store = store
+
+    @property
+    def store(self) -> MemoryStore:
+        if self._store is None:
+            self._store = MemoryStore.open(settings=self.settings)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def run(self, event: HookEvent) -> Outcome:
+        verb = {
+            "SessionStart": self.session_start,
+            "UserPromptSubmit": self.prompt_submit,
+            "PreToolUse": self.pre_tool,
+            "PostToolUse": self.post_tool,
+            "PostToolUseFailure": self.post_tool,
+            "SubagentStart": self.subagent_start,
+            "PreCompact": self.pre_compact,
+            "Stop": self.stop,
+        }.get(event.name)
+        if verb is None:
+            return Outcome(reason="skipped")
+        return verb(event)
+
+    # ---- shared ------------------------------------------------------------------------------
+
+    def namespace(self, event: HookEvent) -> str:
+        ns = namespace.derive(event.cwd or os.environ.get("CLAUDE_PROJECT_DIR"))
+        legacy = namespace.migration_pairs(self.settings.ns_migration_map, ns)
+        alias = getattr(self.store, "alias_namespace", None)  # see docs/hosts.md
+        if legacy and alias is not None:
+            for old in legacy:
+                alias(old, ns)
+        return ns
+
+    def _decide(self, report: Any, *, session: bool) -> Decision:
+        """Gate, render and name the reason (the spec's closed silence set)."""
+        budget = self.settings.inject_token_budget
+        fields: dict[str, Any] = {"tokens": f"{report.tokens_used}/{budget}"}
+        if report.omitted:
+            fields["omitted"] = report.omitted
+        if not report.hits:
+            if report.budget_dropped:
+                return Decision(BUDGET_SESSION if session else BUDGET_PROMPT, "budget-drop", fields)
+            reason = "omitted" if report.omitted else "empty-pool"
+            return Decision(SILENT_SESSION if session else SILENT_PROMPT, reason, fields)
+        gated = selective_gate(report.hits, self.settings.inject_floor_gate_none)
+        if not gated:
+            return Decision(BELOW_BAR, "below-bar", fields)
+        block = render_block(gated, explicit=False, char_budget=self.settings.ctx_budget)
+        if not block:
+            return Decision(BUDGET_SESSION if session else BUDGET_PROMPT, "budget-drop", fields)
+        fields["hits"] = len(gated)
+        return Decision(block, "injected", fields)
+
+    # ---- SessionStart ------------------------------------------------------------------------
+
+    def session_start(self, event: HookEvent) -> Outcome:
+        ns = self.namespace(event)
+        parts = [p for p in (self._core(), self._agents_md(event)) if p]
+        parts.append(skill_line())
+        parts.append(f"# Memory namespace for this project: {ns} (cross-project: user:global)")
+        report = self.store.recent(
+            namespace=ns, limit=RECENT_LIMIT, include_global=True, no_bump=True
+        )
+        d = self._decide(report, session=True)
+        parts.append(d.block)
+        return Outcome("\n\n".join(parts), d.reason, d.fields)
+
+    def _core(self) -> str | None:
+        path = self.data_dir / "core.md"
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            return None
+        note = ""
+        if len(raw) > CORE_MAX_BYTES:
+            raw = raw[:CORE_MAX_BYTES]
+            note = f"\n(core.md is over {CORE_MAX_BYTES} bytes; the rest was not injected)"
+        text = raw.decode("utf-8", errors="ignore").strip()
+        return f"# Core memory (core.md)\n{text}{note}" if text else None
+
+    def _agents_md(self, event: HookEvent) -> str | None:
+        if not event.cwd:
+            return None
+        try:
+            root, _ = namespace.find_checkout(event.cwd)
+            text = (root / "AGENTS.md").read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            return None
+        if len(text) > AGENTS_MAX_CHARS:
+            text = text[:AGENTS_MAX_CHARS] + "\n(AGENTS.md truncated)"
+        return f"# Project memory (AGENTS.md)\n{text}" if text else None
+
+    # ---- UserPromptSubmit --------------------------------------------------------------------
+
+    def prompt_submit(self, event: HookEvent) -> Outcome:
+        prompt = (event.prompt or "").strip()
+        if not prompt:
+            return Outcome(reason="skipped")
+        ns = self.namespace(event)
+        self._queue_correction(ns, event, prompt)
+        ops_used = 0
+        tokens: list[str] = []
+        if self.settings.query_context and event.session_id:
+            tokens = opsring.tail_tokens(self.data_dir, event.session_id)
+        query, ops_used = opsring.compose_query(prompt, tokens)
+        report = self.store.recall_report(
+            query, namespace=ns, limit=PROMPT_LIMIT, include_global=True, no_bump=True
+        )
+        d = self._decide(report, session=False)
+        if ops_used:
+            d.fields["ops"] = ops_used
+        parts = []
+        if event.session_id and self.settings.query_context:
+            pending = sidecars.take_pending(self.data_dir, event.session_id)
+            if pending:
+                parts.append("Surfaced before your last tool call:\n" + pending)
+        parts.append(d.block)
+        capture = self._capture_prompt(event)
+        if capture:
+            parts.append(capture)
+        return Outcome("\n\n".join(parts), d.reason, d.fields)
+
+    def _queue_correction(self, ns: str, event: HookEvent, prompt: str) -> None:
+        found = corrections.detect(prompt)
+        if found is not None:
+            found["session"] = event.session_id
+            sidecars.enqueue(self.data_dir, ns, found)
+
+    def _capture_prompt(self, event: HookEvent) -> str | None:
+        # A failed tool call last turn may hold a lesson; ask once per session (cooldown marker)
+        # instead of from Stop, where returned context would keep Claude running.
+        sid = event.session_id
+        if not sid or not opsring.failed_since(self.data_dir, sid, time.time() - 3600):
+            return None
+        if not sidecars.claim_marker(self.data_dir, "capture", sid):
+            return None
+        return (
+            "ZMem: a tool call failed earlier in this session. If the fix taught something "
+            "reusable, capture it with the memory skill (add --signal test|compile|lint|user)."
+        )
+
+    # ---- PreToolUse --------------------------------------------------------------------------
+
+    def pre_tool(self, event: HookEvent) -> Outcome:
+        if not self.settings.query_context or event.tool_name not in HAZARD_TOOLS:
+            return Outcome(reason="skipped")
+        query = pretool_query(event)
+        if not query:
+            return Outcome(reason="skipped")
+        ns = self.namespace(event)
+        report = self.store.recall_report(
+            query, namespace=ns, limit=PRETOOL_LIMIT, include_global=True, no_bump=True
+        )
+        report.hits = [h for h in report.hits if h.memory.type in PRETOOL_TYPES]
+        d = self._decide(report, session=False)
+        if d.reason != "injected":
+            return Outcome(None, d.reason, d.fields)  # silent when nothing qualifies
+        text = "Before this tool call, ZMem recalled:\n" + d.block
+        if event.host == "claude" and event.session_id:
+            # Claude Code before 2.1.9 drops pre-tool context; the next prompt delivers it.
+            sidecars.put_pending(self.data_dir, event.session_id, d.block)
+        return Outcome(text, d.reason, d.fields)
+
+    # ---- PostToolUse -------------------------------------------------------------------------
+
+    def post_tool(self, event: HookEvent) -> Outcome:
+        return opsring.record_event(self.settings.query_context, self.data_dir, event)
+
+    # ---- SubagentStart / PreCompact / Stop ---------------------------------------------------
+
+    def subagent_start(self, event: HookEvent) -> Outcome:
+        ns = self.namespace(event)
+        if event.task:
+            report = self.store.recall_report(
+                event.task[: opsring.QUERY_CAP],
+                namespace=ns,
+                limit=PROMPT_LIMIT,
+                include_global=True,
+                no_bump=True,
+            )
+        else:
+            report = self.store.recent(
+                namespace=ns, limit=RECENT_LIMIT, include_global=True, no_bump=True
+            )
+        d = self._decide(report, session=True)
+        if d.reason != "injected":
+            return Outcome(None, d.reason, d.fields)
+        return Outcome(d.block, d.reason, d.fields)
+
+    def pre_compact(self, event: HookEvent) -> Outcome:
+        # No host shows PreCompact output to the model; nothing to compute.
+        return Outcome(reason="skipped")
+
+    def stop(self, event: HookEvent) -> Outcome:
+        # Deliberately silent on every host: Claude Code keeps the agent running when a Stop
+        # hook returns context (and Codex needs JSON or nothing). See docs/hosts.md.
+        return Outcome(reason="skipped")
+
+
+def pretool_query(event: HookEvent) -> str:
+    if event.command:
+        tokens = opsring.command_tokens(event.command)
+        text = " ".join(tokens) if tokens else ""
+        # The command itself is the query (its words match lessons about it); capped.
+        return (text + " " + " ".join(event.command.split()))[: opsring.QUERY_CAP].strip()
+    words: list[str] = []
+    for p in event.paths:
+        path = Path(p)
+        words += [path.name, path.stem, *path.parts[-3:-1]]
+    return " ".join(dict.fromkeys(w for w in words if w and w != "/"))[: opsring.QUERY_CAP]
+
+
+def skill_line() -> str:
+    return f'# Memory skill: invoke "{store_script()}" <subcommand>'
+
+
+def store_script() -> Path:
+    """The absolute store.py path: the plugin's copy when a host names the plugin root, else
+    the checkout this package runs from."""
+    for var in ("CLAUDE_PLUGIN_ROOT", "PLUGIN_ROOT", "ZMEM_PLUGIN_ROOT"):
+        root = os.environ.get(var, "").strip()
+        if root:
+            return (Path(root) / "skills" / "memory" / "scripts" / "store.py").resolve()
+    return Path(__file__).resolve().parents[3] / "skills" / "memory" / "scripts" / "store.py"
