@@ -189,3 +189,46 @@ def test_corrections_transcript_cli(run_cli, tmp_path: Path):
     doc = json.loads(run_cli("corrections", "--transcript", str(path)).output)
     assert doc["count"] == 1 and doc["items"][0]["message"].startswith("No, use uv")
     assert set(doc["items"][0]) >= {"message", "type", "patterns", "confidence", "sentiment"}
+
+
+def test_doctor_is_read_only_and_reports(run_cli, store_path, tmp_path: Path):
+    result = run_cli("doctor", "--format", "json", "--project", str(tmp_path))
+    assert result.exit_code == 0
+    doc = json.loads(result.output)
+    names = {c["check"] for c in doc["checks"]}
+    assert {"store-path", "python", "sqlite", "schema", "host-surfaces", "namespace"} <= names
+    assert not store_path.exists()  # never creates the store
+    surfaces = next(c for c in doc["checks"] if c["check"] == "host-surfaces")
+    assert all(surfaces["surfaces"].values())
+
+
+def test_doctor_script_shim_runs(store_path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "skills" / "memory" / "scripts" / "doctor.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--format", "human"], capture_output=True, timeout=60
+    )
+    assert done.returncode == 0 and b"doctor:" in done.stdout
+
+
+def test_plugin_manifests_and_hook_configs_are_consistent():
+    root = Path(__file__).resolve().parents[1]
+    claude = json.loads((root / "hooks" / "hooks.json").read_text())["hooks"]
+    codex = json.loads((root / "hooks" / "codex.json").read_text())["hooks"]
+    zcode = json.loads((root / "hooks" / "zcode.json").read_text())["hooks"]
+    assert set(zcode) == events.HOST_EVENTS["zcode"]  # exactly its seven events
+    assert "Stop" not in claude  # a Stop hook with context keeps Claude running
+    for host, cfg in (("claude", claude), ("codex", codex), ("zcode", zcode)):
+        assert set(cfg) <= events.HOST_EVENTS[host]
+        for event, entries in cfg.items():
+            for e in entries:
+                for h in e["hooks"]:
+                    assert f" {event} --host {host}" in h["command"]
+                    assert "venv/bin/python" in h["command"]  # no shell shim on the hot path
+    for manifest in (".claude-plugin/plugin.json", ".codex-plugin/plugin.json"):
+        assert json.loads((root / manifest).read_text())["name"] == "zmem"
+    skill = (root / "skills" / "memory" / "SKILL.md").read_text()
+    assert skill.startswith("---\nname: memory\n") and "# Memory skill: invoke" in skill
