@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ import apsw
 import pytest
 
 from zmem import MemoryStore
-from zmem.hosts import emit, sidecars
+from zmem.hosts import client, emit, sidecars
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "hooks"
@@ -309,3 +310,66 @@ def test_client_imports_almost_nothing_before_work(isolated_env, repo):
     imported = done.stderr.decode()
     for heavy in ("zmem.store", "apsw", "click", "zmem.retrieval", "numpy"):
         assert f" {heavy}\n" not in imported and f" {heavy}." not in imported, heavy
+
+
+# ---- the warm resident process -------------------------------------------------------------
+
+
+@pytest.fixture
+def resident(isolated_env: Path, store_path: Path, monkeypatch):
+    monkeypatch.setenv("ZMEM_HOOK_DAEMON", "1")
+    monkeypatch.setenv("ZMEM_HOOKD_IDLE_S", "20")
+    seed(store_path)
+    data = isolated_env / "data"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zmem.hosts.daemon", str(data)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    sock = data / client.SOCKET_NAME
+    for _ in range(200):
+        if sock.exists():
+            break
+        time.sleep(0.05)
+    assert sock.exists()
+    yield proc, sock
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def test_resident_process_answers(resident, repo, isolated_env):
+    done = subprocess.run(
+        [sys.executable, str(LAUNCHER), "UserPromptSubmit", "--host", "claude"],
+        input=payload("claude", "UserPromptSubmit", repo).encode(),
+        capture_output=True,
+        env=dict(os.environ),
+        timeout=30,
+    )
+    assert done.returncode == 0
+    assert "pytest -x" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "via=daemon" in log_lines(isolated_env)[-1]
+
+
+def test_stale_build_is_refused_and_the_process_exits(resident):
+    proc, sock = resident
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(sock))
+        s.sendall(json.dumps({"v": client.PROTOCOL, "build": "old", "env": ""}).encode())
+        s.shutdown(socket.SHUT_WR)
+        reply = json.loads(s.recv(65536))
+    assert reply == {"ok": False, "why": "build"}
+    assert proc.wait(timeout=10) == 0
+    assert not sock.exists()
+
+
+def test_settings_mismatch_falls_back_in_process(resident, repo, isolated_env):
+    env = dict(os.environ, ZMEM_INJECT_FLOOR_PROMPT="0.3")
+    done = subprocess.run(
+        [sys.executable, str(LAUNCHER), "UserPromptSubmit", "--host", "codex"],
+        input=payload("codex", "UserPromptSubmit", repo).encode(),
+        capture_output=True,
+        env=env,
+        timeout=30,
+    )
+    assert done.returncode == 0 and done.stdout
+    assert "via=inproc" in log_lines(isolated_env)[-1]
