@@ -9,9 +9,7 @@ import hashlib
 import json
 import os
 import socket
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -156,6 +154,8 @@ def spawn_daemon(ddir: Path) -> None:
             return
     except OSError:
         pass
+    import subprocess  # only when a process is started: it costs ~6 ms to import
+
     try:
         ddir.mkdir(parents=True, exist_ok=True)
         stamp.touch()
@@ -243,6 +243,8 @@ def _run(
 
 def _with_deadline(ev: events.HookEvent, seconds: float) -> events.Outcome | None:
     """The verb on a daemon thread; None when it misses the deadline (the hook fails open)."""
+    import threading
+
     box: dict[str, Any] = {}
 
     def work() -> None:

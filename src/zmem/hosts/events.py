@@ -5,7 +5,6 @@ only: the hook client imports this before it knows whether there is any work."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 HOSTS = ("claude", "codex", "zcode")
@@ -71,23 +70,48 @@ _TOOL_ALIASES = {
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.MULTILINE)
 
 
-@dataclass(frozen=True)
 class HookEvent:
-    host: str
-    name: str
-    session_id: str | None = None
-    cwd: str | None = None
-    prompt: str | None = None
-    tool_name: str | None = None
-    command: str | None = None  # the shell command a Bash-like tool is about to run / ran
-    paths: tuple[str, ...] = ()  # files a file tool is about to touch / touched
-    tool_failed: bool = False
-    source: str | None = None
-    transcript_path: str | None = None
-    agent_type: str | None = None
-    task: str | None = None  # a subagent's delegated prompt, when the event carries it
-    stop_hook_active: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    """One hook call, host-independent. A plain class, not a dataclass: the hook client imports
+    this module on every call and `dataclasses` costs ~6 ms to import."""
+
+    __slots__ = (
+        "host",
+        "name",
+        "session_id",
+        "cwd",
+        "prompt",
+        "tool_name",
+        "command",
+        "paths",
+        "tool_failed",
+        "source",
+        "transcript_path",
+        "agent_type",
+        "task",
+        "stop_hook_active",
+    )
+
+    def __init__(
+        self,
+        host: str,
+        name: str,
+        session_id: str | None = None,
+        cwd: str | None = None,
+        prompt: str | None = None,
+        tool_name: str | None = None,
+        command: str | None = None,  # the shell command a Bash-like tool runs / ran
+        paths: tuple[str, ...] = (),  # files a file tool touches / touched
+        tool_failed: bool = False,
+        source: str | None = None,
+        transcript_path: str | None = None,
+        agent_type: str | None = None,
+        task: str | None = None,  # a subagent's delegated prompt, when the event carries it
+        stop_hook_active: bool = False,
+    ):
+        self.host, self.name, self.session_id, self.cwd = host, name, session_id, cwd
+        self.prompt, self.tool_name, self.command, self.paths = prompt, tool_name, command, paths
+        self.tool_failed, self.source, self.transcript_path = tool_failed, source, transcript_path
+        self.agent_type, self.task, self.stop_hook_active = agent_type, task, stop_hook_active
 
 
 class BadPayload(ValueError):
@@ -175,10 +199,16 @@ def normalize(host: str, event_name: str, payload: Any) -> HookEvent:
     )
 
 
-@dataclass
 class Outcome:
     """What a verb decided: the context text (None: print nothing) and the bg-log fields."""
 
-    context: str | None = None
-    reason: str = "empty-pool"
-    fields: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("context", "reason", "fields")
+
+    def __init__(
+        self,
+        context: str | None = None,
+        reason: str = "empty-pool",
+        fields: dict[str, Any] | None = None,
+    ):
+        self.context, self.reason = context, reason
+        self.fields: dict[str, Any] = fields if fields is not None else {}
