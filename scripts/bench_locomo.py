@@ -17,6 +17,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--input", required=True, help="a LoCoMo JSON file (e.g. locomo10.json)")
     p.add_argument("--json-out", required=True, help="where to write the JSON report")
     p.add_argument("--no-hybrid", action="store_true", help="recall with hybrid=False")
+    p.add_argument(
+        "--dense-only",
+        action="store_true",
+        help="recall with the vector lane alone (needs an embedding profile)",
+    )
     p.add_argument("--profile", default="fake", choices=PROFILES, help="ZMEM_EMBED_PROFILE")
     p.add_argument(
         "--baseline",
@@ -35,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         args.input,
         systems=("zmem", args.baseline) if args.baseline else ("zmem",),
         hybrid=not args.no_hybrid,
+        dense_only=args.dense_only,
         profile=args.profile,
         store=args.store,
         token_budget=args.token_budget,

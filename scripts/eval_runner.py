@@ -42,6 +42,18 @@ def main(argv: list[str] | None = None) -> int:
         help="build the store from this corpus JSONL instead of the 64-row fixture "
         "('paraphrase' = eval/paraphrase_corpus.jsonl); the path must be new",
     )
+    ap.add_argument(
+        "--profile",
+        choices=("fake", "minilm"),
+        default="fake",
+        help="embedding profile of the built store (default fake: model-absent)",
+    )
+    ap.add_argument(
+        "--mode",
+        choices=("lexical", "dense", "hybrid"),
+        default="lexical",
+        help="lanes to recall with (default lexical, the spec's contract)",
+    )
     ap.add_argument("--k", type=int, default=5, help="cut-off for hit_at_k and mrr (default 5)")
     ap.add_argument(
         "--fail-under",
@@ -60,7 +72,14 @@ def main(argv: list[str] | None = None) -> int:
         gold = args.gold or (
             harness.PARAPHRASE_GOLD if args.corpus == "paraphrase" else harness.REPO_GOLD
         )
-        report = harness.run(args.store, gold, args.k, Path(corpus) if corpus else None)
+        report = harness.run(
+            args.store,
+            gold,
+            args.k,
+            Path(corpus) if corpus else None,
+            profile=args.profile,
+            mode=args.mode,
+        )
         print(harness.write(report, args.json_out))
     except ZMemError as exc:
         print(f"eval_runner: error: {exc}", file=sys.stderr)

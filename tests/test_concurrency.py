@@ -28,6 +28,8 @@ print(json.dumps(ids))
 def test_parallel_writers_lose_nothing(store_path):
     MemoryStore.open(store_path).close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZMEM_")}
+    env["ZMEM_EMBED_PROFILE"] = "fake"  # the store below was created under the fake profile
+    env["ZMEM_DATA"] = os.environ["ZMEM_DATA"]
     per_writer = 150
     procs = [
         subprocess.Popen(
@@ -53,6 +55,8 @@ def test_parallel_writers_lose_nothing(store_path):
 def test_parallel_cli_adds(store_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZMEM_")}
     env["ZMEM_STORE"] = str(store_path)
+    env["ZMEM_DATA"] = os.environ["ZMEM_DATA"]  # never the developer's ~/.zmem
+    env["ZMEM_EMBED_PROFILE"] = "fake"
     procs = [
         subprocess.Popen(
             [

@@ -25,7 +25,7 @@ EXPECTED = FIXTURES / "schema_v13.sql"
 def schema_dump(conn: apsw.Connection) -> str:
     rows = conn.execute(
         "SELECT type, name, tbl_name, sql FROM sqlite_schema "
-        "WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
+        "WHERE name NOT LIKE 'sqlite_%' AND name NOT LIKE 'memory_vec%' ORDER BY type, name"
     )
     return "\n".join(f"-- {t} {n} on {tbl}\n{sql};" for t, n, tbl, sql in rows if sql) + "\n"
 
@@ -37,6 +37,16 @@ def test_fresh_schema_equals_expected(store_path):
     if os.environ.get("REGENERATE_SCHEMA_SNAPSHOT") == "1":  # deliberate schema change: review diff
         EXPECTED.write_text(actual)
     assert actual == EXPECTED.read_text()
+
+
+def test_vector_index_is_created_at_the_profile_dimension_not_by_a_migration(store_path):
+    # memory_vec's size depends on the embedding profile, so it is runtime state beside the
+    # v13 schema: model-absent stores never have it.
+    with MemoryStore.open(store_path) as store:
+        sql = store._conn.execute(
+            "SELECT sql FROM sqlite_schema WHERE name = 'memory_vec'"
+        ).fetchone()[0]
+    assert "float[16]" in sql and "partition key" in sql
 
 
 def test_migrations_are_named_and_ordered():

@@ -12,11 +12,12 @@ import apsw
 from zmem import config
 from zmem.db import memories
 from zmem.db.connect import BUSY_TIMEOUT_MS, read_snapshot, transaction
+from zmem.embedding import PROFILE_SIMILARITY
 from zmem.models import Hit
 from zmem.retrieval import explain, pipeline
 from zmem.retrieval.explain import Verdict
 from zmem.retrieval.fusion import DEFAULT_WEIGHTS, Weights
-from zmem.retrieval.lanes import LEXICAL_LANES
+from zmem.retrieval.lanes import DENSE_LANES, HYBRID_LANES, LEXICAL_LANES
 from zmem.retrieval.pipeline import RecallReport, RecallRequest
 from zmem.retrieval.query import is_change_intent
 
@@ -32,6 +33,8 @@ class RecallMixin:
 
     _conn: apsw.Connection
     settings: Settings
+    _embedder: Any
+    _vec_ready: bool
 
     # ---- recall ----------------------------------------------------------------------------
 
@@ -57,13 +60,15 @@ class RecallMixin:
         min_confidence: float | None = None,
         telemetry: bool = True,
         weights: Weights | None = None,
+        dense_only: bool = False,
     ) -> RecallReport:
         """The full recall: hits plus what the read envelope reports (omitted rows, tokens).
         Explicit calls bump retrieval_count on the rows that matched; no_bump=True is the
         passive surface: it records a surface event and omits injection-risk and untrusted-web
         rows. Lineage unfold runs only on explicit change-intent queries with link_hops=1.
         telemetry=False writes nothing at all (evaluation harnesses: the explicit path's
-        behaviour without its counters); weights replaces the composite weights."""
+        behaviour without its counters); weights replaces the composite weights; dense_only
+        runs the vector lane alone (evaluation: the dense-only rows of the benchmarks)."""
         req = self._request(
             query,
             namespace=namespace,
@@ -81,7 +86,7 @@ class RecallMixin:
             weights=weights or DEFAULT_WEIGHTS,
         )
         unfold = not no_bump and not no_unfold and link_hops >= 1 and is_change_intent(query)
-        report = self._read(req, expand_links=True, unfold=unfold)
+        report = self._read(req, expand_links=True, unfold=unfold, dense_only=dense_only)
         if telemetry:
             self._telemetry(report, no_bump)
         return report
@@ -167,19 +172,38 @@ class RecallMixin:
         instant = config.normalize_instant(as_of) if as_of else None
         return RecallRequest(query=query, as_of=instant, **fields)
 
-    def _read(self, req: RecallRequest, *, expand_links: bool, unfold: bool) -> RecallReport:
-        # Hybrid needs the vector lane, which arrives with the semantic issue; until then every
-        # mode, --hybrid included, is lexical + entity: the spec's fail-open behaviour.
+    def _read(
+        self, req: RecallRequest, *, expand_links: bool, unfold: bool, dense_only: bool = False
+    ) -> RecallReport:
+        # Hybrid is the default whenever this store can embed the query and holds a vector
+        # index; anything missing (runtime, model, sqlite-vec) falls back to lexical + entity,
+        # never an error. --no-hybrid (hybrid=False) forces lexical.
+        vector = None
+        if (req.hybrid is not False or dense_only) and self._vec_ready:
+            vector = self._query_vector(req.query)
+        if dense_only:
+            lanes = DENSE_LANES
+        else:
+            lanes = HYBRID_LANES if vector is not None else LEXICAL_LANES
         with read_snapshot(self._conn):
             return pipeline.run(
                 self._conn,
                 self.settings,
                 req,
-                LEXICAL_LANES,
-                hybrid=False,
+                lanes,
+                hybrid=vector is not None,
                 expand_links=expand_links,
                 unfold=unfold,
+                vector=vector,
+                similarity_scale=PROFILE_SIMILARITY[self.settings.embed_profile],
             )
+
+    def _query_vector(self, text: str) -> bytes | None:
+        try:
+            embedded = self._embedder(text) if self._embedder is not None else None
+        except Exception:  # fail-open: recall goes on lexically
+            return None
+        return embedded[0] if embedded else None
 
     def _telemetry(self, report: RecallReport, no_bump: bool) -> None:
         # Only rows that matched count: link and lineage extras never advance telemetry.

@@ -16,11 +16,13 @@ from zmem import config
 from zmem.capture import policy, writer
 from zmem.capture.source import source_state
 from zmem.config import Settings
-from zmem.db import graph, memories
+from zmem.db import graph, memories, vectors
 from zmem.db.connect import connect, read_snapshot, transaction
 from zmem.db.migrate import SCHEMA_VERSION, migrate
+from zmem.embedding import PROFILE_DIMS
 from zmem.embedding.profiles import load_embedder
 from zmem.errors import NotFound, Refusal, StoreUnavailable, UsageError
+from zmem.maintenance import reembed
 from zmem.models import (
     INJECTION_TAG,
     LINK_RELATIONS,
@@ -55,16 +57,22 @@ class MemoryStore(RecallMixin):
         self.settings = settings
         self.path = settings.store_path
         self.schema_version = schema_version
-        self._embedder = load_embedder(settings.embed_profile)
+        self._embedder = load_embedder(settings.embed_profile, settings.data_dir)
+        self._vec_ready = False
 
     # ---- lifecycle -------------------------------------------------------------------------
 
     @classmethod
     def open(
-        cls, path: str | Path | None = None, *, settings: Settings | None = None
+        cls,
+        path: str | Path | None = None,
+        *,
+        settings: Settings | None = None,
+        check_vectors: bool = True,
     ) -> MemoryStore:
         """Open (creating and migrating as needed) the store at `path`, else ZMEM_STORE, else
-        <ZMEM_DATA>/store.sqlite."""
+        <ZMEM_DATA>/store.sqlite. A profile whose dimension differs from the store's committed
+        vectors is refused (check_vectors=False is for reembed, which converts them)."""
         if settings is None:
             settings = config.load_settings(store_path=path)
         elif path is not None:
@@ -79,6 +87,7 @@ class MemoryStore(RecallMixin):
             )
             store = cls(conn, settings, version)
             store._run_pending_backfills()
+            store._prepare_vectors(check_vectors)
         except apsw.Error as exc:
             conn.close()
             raise StoreUnavailable(f"cannot use store {settings.store_path}: {exc}") from exc
@@ -95,6 +104,32 @@ class MemoryStore(RecallMixin):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _prepare_vectors(self, check: bool) -> None:
+        """Commit the store to this profile's vector index on first use; refuse a profile whose
+        dimension differs from the vectors already committed (wrong-size vectors would make
+        every similarity meaningless, so silence beats a degraded answer)."""
+        self._vec_ready = False
+        if self._embedder is None:
+            return  # model-absent: no vectors are written, none are read
+        profile = self.settings.embed_profile
+        dim = PROFILE_DIMS[profile]
+        committed_profile, committed_dim = vectors.committed(self._conn)
+        if committed_dim is not None and committed_dim != dim:
+            if check:
+                raise Refusal(
+                    f"this store's vectors are {committed_dim}-d ({committed_profile}) but "
+                    f"ZMEM_EMBED_PROFILE={profile} is {dim}-d; convert them with "
+                    f"`zmem reembed --all --profile {profile}` (or set "
+                    f"ZMEM_EMBED_PROFILE={committed_profile})"
+                )
+            return
+        if not vectors.available(self._conn):
+            return  # no sqlite-vec here: rows keep their vectors, recall stays lexical
+        if committed_dim is None or not vectors.table_exists(self._conn):
+            with transaction(self._conn):
+                vectors.create(self._conn, profile, dim)
+        self._vec_ready = True
 
     def _run_pending_backfills(self) -> None:
         # Rows written before v10 have no entity links; derive them once, on the first open.
@@ -221,6 +256,32 @@ class MemoryStore(RecallMixin):
             raise NotFound(f"no memory with id {memory_id}")
         # Write-once: moving valid_until forward would falsify point-in-time history.
         raise Refusal(f"memory {memory_id} is already tombstoned (at {existing.superseded_at})")
+
+    def reembed(
+        self,
+        *,
+        all: bool = False,
+        profile: str | None = None,
+        batch: int = 64,
+        dry_run: bool = False,
+        confirm: bool = False,
+        progress: reembed.Progress | None = None,
+    ) -> reembed.ReembedReport:
+        """Backfill missing vectors, or (all=True) rebuild every live vector under `profile`,
+        recreating the vector index at its dimension in one transaction."""
+        report = reembed.run(
+            self._conn,
+            self.settings.data_dir,
+            everything=all,
+            profile=profile,
+            active_profile=self.settings.embed_profile,
+            batch=batch,
+            dry_run=dry_run,
+            confirm=confirm,
+            progress=progress,
+        )
+        self._prepare_vectors(check=False)
+        return report
 
     # ---- reads -----------------------------------------------------------------------------
 

@@ -152,3 +152,43 @@ def explain_text(query: str, effective: Mapping[str, Any], verdicts: Iterable[Ve
         detail = ", ".join(f"{k}={val}" for k, val in v.detail.items() if val not in (None, {}, []))
         lines.append(f"{v.reason:<22} {rank:>3} {score:>7}  {v.id or '-'}  {detail}")
     return "\n".join(lines)
+
+
+class _Bar:
+    """A rich progress bar on a terminal's stderr; silent elsewhere (pipes, CI logs)."""
+
+    def __init__(self, label: str):
+        import sys
+
+        self._progress = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self._progress = Progress(console=Console(stderr=True), transient=True)
+            self._task = self._progress.add_task(label, total=None)
+            self._progress.start()
+
+    def update(self, done: int, total: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def progress_bar(label: str) -> _Bar:
+    return _Bar(label)
+
+
+def reembed_text(r: Mapping[str, Any]) -> str:
+    if r["skipped"]:
+        return f"reembed skipped: {r['skipped']}"
+    verb = "would re-embed" if r["dry_run"] else "re-embedded"
+    count = r["rows_to_change"] if r["dry_run"] else r["rows_changed"]
+    extra = "; vector index recreated" if r["index_recreated"] else ""
+    return (
+        f"{verb} {count} of {r['live_rows']} live memories with {r['profile']} "
+        f"({r['model']}, {r['dim']}-d){extra}"
+    )

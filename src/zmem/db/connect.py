@@ -11,6 +11,8 @@ from pathlib import Path
 
 import apsw
 
+from zmem.db import vectors
+
 # Several agent sessions write one store; a writer waits this long for another's commit
 # instead of failing with "database is locked".
 BUSY_TIMEOUT_MS = 15000
@@ -179,6 +181,9 @@ def connect(path: Path | str) -> apsw.Connection:
     # Checkpoints themselves run as CHECKPOINT_PAGES describes (set_wal_hook replaces SQLite's
     # autocheckpoint).
     conn.execute("PRAGMA cache_size = -32768")
+    # The vector index (memory_vec) needs vec0 in every connection that writes or reads it;
+    # without the wheel the store still works, lexically (the spec's fail-open).
+    vectors.load(conn)
     return conn
 
 

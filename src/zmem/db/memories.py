@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import apsw
 
+from zmem.db import vectors
 from zmem.models import Memory
 
 _COLUMNS = (
@@ -162,7 +163,10 @@ def insert(conn: apsw.Connection, m: NewMemory) -> None:
             m.created_at if m.embedding is not None else None,
         ),
     )
-    rid = str(conn.last_insert_rowid())
+    rowid = conn.last_insert_rowid()
+    if m.embedding is not None:
+        vectors.put(conn, rowid, m.namespace, m.embedding)
+    rid = str(rowid)
     cap = POSTINGS_CAP
     conn.executemany(
         "INSERT INTO term_df (term, df, posts) VALUES (?, 1, ?) ON CONFLICT (term) DO UPDATE "
@@ -384,7 +388,10 @@ def tombstone(conn: apsw.Connection, memory_id: str, at: str, reason: str) -> bo
         "WHERE id = ? AND superseded_at IS NULL",
         (at, at, reason, memory_id),
     )
-    return conn.changes() == 1
+    if conn.changes() != 1:
+        return False
+    vectors.delete(conn, memory_id)
+    return True
 
 
 def successor_of(conn: apsw.Connection, memory_id: str) -> str | None:

@@ -26,7 +26,13 @@ _ISOLATED = ("ZMEM_INJECT_FLOOR_PROMPT", "ZMEM_MMR_LAMBDA", "ZMEM_UNFOLD_TOP_K",
 
 
 def run(
-    store_path: Path, gold_path: Path, k: int, corpus_path: Path | None = None
+    store_path: Path,
+    gold_path: Path,
+    k: int,
+    corpus_path: Path | None = None,
+    *,
+    profile: str = "fake",
+    mode: str = "lexical",
 ) -> dict[str, Any]:
     """The report for gold_path over the fixture store at store_path (built on first use), or
     over a store built from corpus_path (a dev set without history, e.g. the paraphrase set)."""
@@ -34,11 +40,11 @@ def run(
     rows = fixture.load_corpus(corpus_path) if corpus_path is not None else None
     cleared = {name: os.environ.pop(name) for name in _ISOLATED if name in os.environ}
     try:
-        with restored_env(ZMEM_EMBED_PROFILE="fake", ZMEM_TEST_NOW=fixture.BUILD_AT):
+        with restored_env(ZMEM_EMBED_PROFILE=profile, ZMEM_TEST_NOW=fixture.BUILD_AT):
             store, ids = _open(store_path, rows)
             try:
                 os.environ["ZMEM_TEST_NOW"] = fixture.QUERY_AT
-                report = runner.evaluate(store, items, ids, k)
+                report = runner.evaluate(store, items, ids, k, mode=mode)
             finally:
                 store.close()
     finally:
@@ -47,7 +53,8 @@ def run(
         "store": str(store_path),
         "gold": str(gold_path),
         "corpus": str(corpus_path) if corpus_path else "fixture",
-        "profile": "fake",
+        "profile": profile,
+        "mode": mode,
         "clock": fixture.QUERY_AT,
         "passive": True,
         "link_hops": 0,

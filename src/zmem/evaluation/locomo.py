@@ -257,6 +257,7 @@ def run_zmem(
     data: Dataset,
     *,
     hybrid: bool = True,
+    dense_only: bool = False,
     profile: str = "fake",
     store: str | Path | None = None,
     token_budget: int | None = None,
@@ -276,8 +277,21 @@ def run_zmem(
         settings = dataclasses.replace(settings, inject_token_budget=budget)
         with MemoryStore.open(settings=settings) as s:
             stands_for = _ingest(s, data, run)
-            _query(s, data, run, stands_for, hybrid=None if hybrid else False, limit=limit)
-        run.counters.update(hybrid=hybrid, profile=profile, token_budget=token_budget)
+            _query(
+                s,
+                data,
+                run,
+                stands_for,
+                hybrid=None if hybrid else False,
+                limit=limit,
+                dense_only=dense_only,
+            )
+        run.counters.update(
+            hybrid=hybrid,
+            dense_only=dense_only,
+            profile=profile,
+            token_budget=token_budget,
+        )
     return run
 
 
@@ -315,6 +329,7 @@ def _query(
     *,
     hybrid: bool | None,
     limit: int,
+    dense_only: bool = False,
 ) -> None:
     omitted = budget_dropped = 0
     jobs = [(c, q) for c in data.conversations for q in c.questions]
@@ -330,6 +345,7 @@ def _query(
             limit=limit,
             no_bump=True,
             hybrid=hybrid,
+            dense_only=dense_only,
             link_hops=0,
             no_mmr=True,
         )

@@ -13,6 +13,8 @@ from zmem.evaluation.gold import GoldItem
 from zmem.retrieval.fusion import Weights
 from zmem.store import MemoryStore
 
+MODES = ("lexical", "dense", "hybrid")
+
 
 def _mean(values: Sequence[float]) -> float | None:
     return round(fmean(values), 6) if values else None
@@ -24,8 +26,10 @@ def run_item(
     key_of: Mapping[str, str],
     k: int,
     weights: Weights | None = None,
+    mode: str = "lexical",
 ) -> dict[str, Any]:
-    """One gold item through MemoryStore.recall_report, scored against its expect/forbid keys."""
+    """One gold item through MemoryStore.recall_report, scored against its expect/forbid keys.
+    mode: "lexical" (the default: model-absent by construction), "dense" or "hybrid"."""
     report = store.recall_report(
         item.query,
         namespace=item.namespace,
@@ -40,6 +44,8 @@ def run_item(
         no_mmr=True,
         telemetry=False,
         weights=weights,
+        hybrid=mode != "lexical",
+        dense_only=mode == "dense",
     )
     returned = [key_of.get(h.id, "?") for h in report.hits]
     matched = [key_of.get(h.id, "?") for h in report.hits if not h.extra]
@@ -110,14 +116,18 @@ def evaluate(
     ids: Mapping[str, str],
     k: int = 5,
     weights: Weights | None = None,
+    mode: str = "lexical",
 ) -> dict[str, Any]:
     """Every item, scored. ids maps fixture keys to memory ids; a key the store lacks is an
     operational error naming the item, not a miss."""
     if k < 1:
         raise UsageError("--k must be at least 1")
+    if mode not in MODES:
+        raise UsageError(f"--mode must be one of {', '.join(MODES)}")
     for item in items:
         missing = [key for key in (*item.expect, *item.forbid) if key not in ids]
         if missing:
             raise UsageError(f"gold item {item.id} names rows this store lacks: {missing}")
     key_of = {mid: key for key, mid in ids.items()}
-    return score([run_item(store, item, key_of, k, weights) for item in items], items, k)
+    results = [run_item(store, item, key_of, k, weights, mode) for item in items]
+    return score(results, items, k)

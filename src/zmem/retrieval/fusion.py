@@ -61,13 +61,48 @@ def popularity(retrieval_count: int) -> float:
     return min(1.0, math.sqrt(max(0, retrieval_count) / POPULARITY_SATURATION))
 
 
-def relevance(native: Mapping[str, float]) -> float:
-    """The relevance part: the FTS score when the row matched lexically, else the vector cosine,
-    else the fraction of the query's entities it carries (the spec's order of precedence)."""
-    for lane in ("fts", "vector", "entity"):
-        if lane in native:
-            return native[lane]
-    return 0.0
+STRATEGY = "max"
+
+
+def lane_evidence(natives: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """How strong each lane's best evidence is for this query: the best coverage of the query's
+    words by a lexical match, the best rescaled cosine, the best entity share."""
+    out = {"fts": 0.0, "vector": 0.0, "entity": 0.0}
+    for n in natives:
+        out["fts"] = max(out["fts"], n.get("coverage", 0.0))
+        out["vector"] = max(out["vector"], n.get("vector", 0.0))
+        out["entity"] = max(out["entity"], n.get("entity", 0.0))
+    return out
+
+
+def relevance(native: Mapping[str, float], evidence: Mapping[str, float] | None = None) -> float:
+    """The relevance part of the composite, from each lane's calibrated 0..1 evidence."""
+    lex = native.get("fts", 0.0)
+    cov = native.get("coverage", 0.0)
+    dense = native.get("vector", 0.0)
+    ent = native.get("entity", 0.0)
+    ev = evidence or {}
+    if STRATEGY == "max":
+        return max(lex * cov, dense, ent)
+    if STRATEGY == "max_nocov":
+        return max(lex, dense, ent)
+    if STRATEGY == "weighted":
+        el, ed = ev.get("fts", 0.0), ev.get("vector", 0.0)
+        total = el + ed
+        if total <= 0:
+            return ent
+        return max((el * lex + ed * dense) / total, ent)
+    if STRATEGY == "gated":
+        # Dense counts in proportion to how little the lexical lane explains the query.
+        el = ev.get("fts", 0.0)
+        return max(lex, dense * (1.0 - el) + lex * el if dense else lex, ent)
+    raise ValueError(STRATEGY)
+
+
+def coverage(terms: Iterable[str], tokens: Iterable[str]) -> float:
+    """Share of the query's words the row holds: 1.0 for a complete match."""
+    wanted = set(terms)
+    return len(wanted & set(tokens)) / len(wanted) if wanted else 0.0
 
 
 def composite(

@@ -12,8 +12,10 @@ import apsw
 
 from zmem.capture.entities import query_aliases
 from zmem.db import recall as db
+from zmem.db import vectors
 from zmem.db.recall import Scope
 from zmem.retrieval.query import fts_expression, query_terms
+from zmem.tokens import POLARITY_WORDS
 
 MAX_ALIAS_TEXT = 2000
 MAX_QUERY_ALIASES = 64
@@ -24,10 +26,18 @@ class QueryPlan:
     """The query text and what each lane derives from it, computed once per recall."""
 
     text: str
+    vector: bytes | None = None  # the query's embedding (float32 LE), when the vector lane runs
+    # Cosine below the first value is noise; at the second the match is as strong as it gets.
+    similarity_scale: tuple[float, float] = (0.15, 0.55)
 
     @cached_property
     def terms(self) -> list[str]:
         return query_terms(self.text)
+
+    @cached_property
+    def similarity_terms(self) -> list[str]:
+        # The stored token form (content_norm) drops polarity words; compare like with like.
+        return [t for t in self.terms if t not in POLARITY_WORDS] or self.terms
 
     @cached_property
     def aliases(self) -> list[str]:
@@ -130,4 +140,33 @@ class EntityLane:
         return out
 
 
+class VectorLane:
+    """KNN over the live rows' vectors (memory_vec), per namespace partition, then the scope's
+    validity and floor checked on the rows. The index holds live rows only, so under --as-of
+    a row superseded since then cannot come back through this lane (the spec's caveat)."""
+
+    name = "vector"
+
+    def run(self, conn: apsw.Connection, plan: QueryPlan, scope: Scope, depth: int) -> LaneResult:
+        out = LaneResult(self.name)
+        if plan.vector is None or depth <= 0:
+            return out
+        # Over-fetch: floor and validity are checked after the KNN, on the rows themselves.
+        floor, strong = plan.similarity_scale
+        # KNN always returns k rows, however unrelated; rows under the profile's noise floor
+        # are evidence of nothing and stay out of the fusion.
+        near = [(r, d) for r, d in vectors.knn(conn, plan.vector, scope.namespaces, depth * 2)
+                if 1.0 - d > floor]  # fmt: skip
+        admitted = db.in_scope(conn, [rid for rid, _ in near], scope)
+        for rid, distance in near:
+            if rid in admitted:
+                out.ranked.append(rid)
+                out.native[rid] = min(1.0, (1.0 - distance - floor) / (strong - floor))
+                if len(out.ranked) == depth:
+                    break
+        return out
+
+
 LEXICAL_LANES: tuple[Lane, ...] = (FtsLane(), EntityLane())
+HYBRID_LANES: tuple[Lane, ...] = (FtsLane(), VectorLane(), EntityLane())
+DENSE_LANES: tuple[Lane, ...] = (VectorLane(),)

@@ -161,6 +161,14 @@ def _run_tier(
     positions = [(r.name, {rid: i for i, rid in enumerate(r.ranked, start=1)}) for r in results]
     ranks = {rid: {name: pos[rid] for name, pos in positions if rid in pos} for rid in cands}
 
+    natives: dict[int, dict[str, float]] = {}
+    for rid, cand in cands.items():
+        native = {r.name: r.native[rid] for r in results if rid in r.native}
+        if "fts" in native:
+            native["coverage"] = fusion.coverage(plan.similarity_terms, cand.content_norm.split())
+        natives[rid] = native
+    evidence = fusion.lane_evidence(natives.values())
+
     scored: dict[int, tuple[float, float, float, bool]] = {}  # rid -> score, rel, conf, stale
     for rid, cand in cands.items():
         m = cand.memory
@@ -174,8 +182,7 @@ def _run_tier(
                 detail={"confidence": conf, "floor": floor, "stale_source": stale},
             )
             continue
-        native = {r.name: r.native[rid] for r in results if rid in r.native}
-        rel = fusion.relevance(native)
+        rel = fusion.relevance(natives[rid], evidence)
         scored[rid] = (ctx.score(m, rel, conf), rel, conf, stale)
 
     order = sorted(scored, key=lambda rid: (-scored[rid][0], -fused[rid], -rid))
@@ -252,6 +259,8 @@ def run(
     hybrid: bool = False,
     expand_links: bool = True,
     unfold: bool = False,
+    vector: bytes | None = None,
+    similarity_scale: tuple[float, float] = (0.15, 0.55),
 ) -> RecallReport:
     """The whole read: tiers, link expansion, optional lineage unfold, entity cards."""
     if not req.query.strip():
@@ -260,7 +269,7 @@ def run(
     ctx = ScoringContext(conn, settings, req.as_of, req.weights)
     report = RecallReport(hits=[], hybrid=hybrid)
     report.tiers = plan_tiers(conn, req, floor)
-    plan = QueryPlan(req.query)
+    plan = QueryPlan(req.query, vector, similarity_scale)
     hits: list[Hit] = []
     for tier in report.tiers:
         hits += _run_tier(ctx, plan, lanes, tier, req, floor, report)
