@@ -321,3 +321,39 @@ def test_importing_the_module_loads_no_runtime():
 def test_the_module_stays_below_retrieval_and_reading():
     source = Path(cross_encoder.__file__).read_text()
     assert "zmem.retrieval" not in source and "zmem.reading" not in source
+
+
+def test_explicit_cli_recall_reranks_passive_never(tmp_path, monkeypatch, run_cli):
+    """Wired end to end: ZMEM_CROSS_ENCODER=1 re-orders the explicit CLI recall by the model
+    (here: rows saying "database" win); --no-bump and the library default never rerank."""
+    import json
+
+    from zmem import MemoryStore
+
+    model = build_model(tmp_path / "ce" / "model.onnx")
+    ns = "project:ce"
+    with MemoryStore.open() as s:
+        s.add(
+            "the cache layer keeps hot rows for the api", namespace=ns, type="fact", signal="test"
+        )
+        s.add(
+            "the database keeps cold rows for the api cache",
+            namespace=ns,
+            type="fact",
+            signal="user",
+        )
+    args = ["recall", "--query", "cache rows api", "--namespace", ns, "--json", "--no-hybrid"]
+
+    def first(*extra):
+        out = run_cli(*args, *extra)
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)["results"][0]["content"]
+
+    plain = first()
+    assert plain.startswith("the cache layer")  # higher confidence wins without a reranker
+    monkeypatch.setenv("ZMEM_CROSS_ENCODER", "1")
+    monkeypatch.setenv("ZMEM_CROSS_ENCODER_MODEL", str(model))
+    assert first().startswith("the database")
+    assert first("--no-bump").startswith("the cache layer")
+    monkeypatch.setenv("ZMEM_CROSS_ENCODER_MODEL", str(tmp_path / "missing.onnx"))
+    assert first() == plain  # a missing model degrades silently

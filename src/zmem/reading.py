@@ -61,6 +61,7 @@ class RecallMixin:
         telemetry: bool = True,
         weights: Weights | None = None,
         dense_only: bool = False,
+        rerank: bool = False,
     ) -> RecallReport:
         """The full recall: hits plus what the read envelope reports (omitted rows, tokens).
         Explicit calls bump retrieval_count on the rows that matched; no_bump=True is the
@@ -68,7 +69,10 @@ class RecallMixin:
         rows. Lineage unfold runs only on explicit change-intent queries with link_hops=1.
         telemetry=False writes nothing at all (evaluation harnesses: the explicit path's
         behaviour without its counters); weights replaces the composite weights; dense_only
-        runs the vector lane alone (evaluation: the dense-only rows of the benchmarks)."""
+        runs the vector lane alone (evaluation: the dense-only rows of the benchmarks).
+        rerank=True (the explicit CLI recall) applies the optional cross-encoder when
+        ZMEM_CROSS_ENCODER=1; it never runs on a passive read, and any failure leaves the
+        order as it was."""
         req = self._request(
             query,
             namespace=namespace,
@@ -87,6 +91,8 @@ class RecallMixin:
         )
         unfold = not no_bump and not no_unfold and link_hops >= 1 and is_change_intent(query)
         report = self._read(req, expand_links=True, unfold=unfold, dense_only=dense_only)
+        if rerank and not no_bump and self.settings.cross_encoder:
+            report.hits = _cross_encode(report.hits, query, self.settings.cross_encoder_model)
         if telemetry:
             self._telemetry(report, no_bump)
         return report
@@ -238,3 +244,19 @@ class RecallMixin:
         if ids:
             with transaction(self._conn):
                 memories.record_surfaced(self._conn, ids, config.now_iso())
+
+
+def _cross_encode(hits: list[Hit], query: str, model_path: str | None) -> list[Hit]:
+    """Re-order each tier's matched rows by the local cross-encoder; link and lineage extras
+    stay after them (they belong to the rows they were reached from)."""
+    from zmem.embedding.cross_encoder import load_reranker
+    from zmem.embedding.cross_encoder import rerank as cross_rerank
+
+    reranker = load_reranker(model_path)
+    if reranker is None:
+        return hits  # missing or broken model: un-reranked, silently (the spec's contract)
+    out: list[Hit] = []
+    for tier in dict.fromkeys(h.tier for h in hits if not h.extra):
+        group = [h for h in hits if not h.extra and h.tier == tier]
+        out += cross_rerank(group, query, reranker, top_n=len(group))
+    return out + [h for h in hits if h.extra]

@@ -153,7 +153,8 @@ def recall(
         if not as_json:
             output.emit(output.explain_text(query, effective, verdicts))
         return
-    report = store.recall_report(query, **options)
+    # The explicit CLI recall is the one surface the optional cross-encoder may re-order.
+    report = store.recall_report(query, rerank=True, **options)
     output.emit_report(
         report, explicit=not no_bump, as_json=as_json, settings=store.settings, as_of=as_of
     )
