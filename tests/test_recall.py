@@ -495,3 +495,15 @@ def test_passive_recall_never_waits_for_a_busy_writer(store, store_path):
     assert ids(report.hits) == [row]
     assert any("store busy" in w for w in report.warnings)
     assert elapsed < 5  # the write lock's 15 s busy timeout was not waited out
+
+
+def test_alias_namespace_makes_legacy_rows_readable(store):
+    from zmem.errors import UsageError
+
+    old = add(store, "the build cache lives in .cache/build", namespace="project:legacy-key")
+    assert store.recall("build cache", namespace=NS) == []
+    assert store.alias_namespace("project:legacy-key", NS) is True
+    assert store.alias_namespace("project:legacy-key", NS) is False  # already there
+    assert ids(store.recall("build cache", namespace=NS)) == [old]
+    with pytest.raises(UsageError):
+        store.alias_namespace(NS, NS)

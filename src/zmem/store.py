@@ -338,6 +338,15 @@ class MemoryStore(RecallMixin):
             state = source_state(m.source_ref, m.source_hash)
         return m.confidence / 2 if state == "stale" else m.confidence
 
+    def alias_namespace(self, alias: str, namespace: str) -> bool:
+        """Make `alias` (a legacy key, e.g. from ZMEM_NS_MIGRATION_MAP) read as `namespace`:
+        recall, recent and search of `namespace` then include rows stored under `alias`."""
+        alias, namespace = alias.strip(), namespace.strip()
+        if not alias or not namespace or alias == namespace:
+            raise UsageError("an alias needs two different, non-empty namespaces")
+        with transaction(self._conn):
+            return memories.insert_namespace_alias(self._conn, alias, namespace, config.now_iso())
+
     def namespace_set(self, namespace: str) -> list[str]:
         return memories.namespace_aliases(self._conn, namespace)
 

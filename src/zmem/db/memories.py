@@ -415,6 +415,16 @@ def record_surfaced(conn: apsw.Connection, ids: Sequence[str], at: str) -> None:
     )
 
 
+def insert_namespace_alias(conn: apsw.Connection, alias: str, namespace: str, at: str) -> bool:
+    """Record that `alias` is an old key of `namespace`; False when the alias already exists
+    (an alias never silently moves to another namespace)."""
+    conn.execute(
+        "INSERT OR IGNORE INTO namespace_alias (alias, namespace, created_at) VALUES (?, ?, ?)",
+        (alias, namespace, at),
+    )
+    return conn.changes() == 1
+
+
 def namespace_aliases(conn: apsw.Connection, namespace: str) -> list[str]:
     """The namespace plus every old key that migrated to it (v5 aliases)."""
     rows = conn.execute("SELECT alias FROM namespace_alias WHERE namespace = ?", (namespace,))
