@@ -48,13 +48,21 @@ def run_item(
         dense_only=mode == "dense",
     )
     returned = [key_of.get(h.id, "?") for h in report.hits]
-    matched = [key_of.get(h.id, "?") for h in report.hits if not h.extra]
+    # Each tier is cut to its own budget (k for the queried namespace, the global limit for
+    # user:global, listed after it), so a row's rank is its place within its tier: a global
+    # row is not "rank 6" because the project tier filled its five slots first.
+    tier_rank: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for h in report.hits:
+        if not h.extra:
+            seen[h.tier] = seen.get(h.tier, 0) + 1
+            tier_rank.setdefault(key_of.get(h.id, "?"), seen[h.tier])
     unfolded = [key_of.get(h.id, "?") for h in report.hits if h.unfold_of is not None]
-    visible = matched[:k] + unfolded
+    visible = [key for key, rank in tier_rank.items() if rank <= k] + unfolded
     if item.expect:
         ok = all if item.require == "all" else any
         hit = ok(key in visible for key in item.expect)
-        ranks = [returned.index(key) + 1 for key in item.expect if key in returned]
+        ranks = [tier_rank[key] for key in item.expect if key in tier_rank]
         first = min(ranks) if ranks else None
     else:
         hit, first = True, None
