@@ -61,12 +61,14 @@ def popularity(retrieval_count: int) -> float:
     return min(1.0, math.sqrt(max(0, retrieval_count) / POPULARITY_SATURATION))
 
 
-STRATEGY = "max"
+# A row both lanes vouch for gains a quarter of its weaker lane's evidence: agreement is the
+# per-id additive idea of RRF, expressed on calibrated scores.
+AGREEMENT_BONUS = 0.25
 
 
 def lane_evidence(natives: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    """How strong each lane's best evidence is for this query: the best coverage of the query's
-    words by a lexical match, the best rescaled cosine, the best entity share."""
+    """How well each lane explains the query as a whole: the best coverage of the query's words
+    by one lexical match, the best rescaled cosine, the best entity share."""
     out = {"fts": 0.0, "vector": 0.0, "entity": 0.0}
     for n in natives:
         out["fts"] = max(out["fts"], n.get("coverage", 0.0))
@@ -76,27 +78,22 @@ def lane_evidence(natives: Iterable[Mapping[str, float]]) -> dict[str, float]:
 
 
 def relevance(native: Mapping[str, float], evidence: Mapping[str, float] | None = None) -> float:
-    """The relevance part of the composite, from each lane's calibrated 0..1 evidence."""
+    """The relevance part of the composite, from each lane's calibrated 0..1 evidence.
+
+    `E` = the best coverage of the query's words by any lexical match: a query-type signal.
+    When some row holds most of the words (E near 1: a name, an error string, a tool), words
+    are the evidence: a lexical row counts fully and the dense lane only fills in (weight
+    1 - E). When no row does (E low: a paraphrase), a lexical row counts by its own coverage
+    and meaning takes over. Rows found by both lanes get the agreement bonus. Dev sets and the
+    variants tried are in docs/benchmarks.md."""
     lex = native.get("fts", 0.0)
     cov = native.get("coverage", 0.0)
     dense = native.get("vector", 0.0)
     ent = native.get("entity", 0.0)
-    ev = evidence or {}
-    if STRATEGY == "max":
-        return max(lex * cov, dense, ent)
-    if STRATEGY == "max_nocov":
-        return max(lex, dense, ent)
-    if STRATEGY == "weighted":
-        el, ed = ev.get("fts", 0.0), ev.get("vector", 0.0)
-        total = el + ed
-        if total <= 0:
-            return ent
-        return max((el * lex + ed * dense) / total, ent)
-    if STRATEGY == "gated":
-        # Dense counts in proportion to how little the lexical lane explains the query.
-        el = ev.get("fts", 0.0)
-        return max(lex, dense * (1.0 - el) + lex * el if dense else lex, ent)
-    raise ValueError(STRATEGY)
+    e = (evidence or {}).get("fts", 1.0)
+    lexical = lex * (cov + (1.0 - cov) * e)
+    semantic = dense * (1.0 - e)
+    return min(1.0, max(lexical, semantic, ent) + AGREEMENT_BONUS * min(lexical, semantic))
 
 
 def coverage(terms: Iterable[str], tokens: Iterable[str]) -> float:

@@ -28,7 +28,7 @@ class QueryPlan:
     text: str
     vector: bytes | None = None  # the query's embedding (float32 LE), when the vector lane runs
     # Cosine below the first value is noise; at the second the match is as strong as it gets.
-    similarity_scale: tuple[float, float] = (0.15, 0.55)
+    similarity_scale: tuple[float, float] = (0.2, 0.55)
 
     @cached_property
     def terms(self) -> list[str]:

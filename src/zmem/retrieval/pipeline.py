@@ -260,7 +260,7 @@ def run(
     expand_links: bool = True,
     unfold: bool = False,
     vector: bytes | None = None,
-    similarity_scale: tuple[float, float] = (0.15, 0.55),
+    similarity_scale: tuple[float, float] = (0.2, 0.55),
 ) -> RecallReport:
     """The whole read: tiers, link expansion, optional lineage unfold, entity cards."""
     if not req.query.strip():
