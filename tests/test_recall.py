@@ -507,3 +507,21 @@ def test_alias_namespace_makes_legacy_rows_readable(store):
     assert ids(store.recall("build cache", namespace=NS)) == [old]
     with pytest.raises(UsageError):
         store.alias_namespace(NS, NS)
+
+
+def test_mmr_similarity_is_cosine_with_vectors_and_jaccard_without():
+    import math
+    import struct
+
+    from zmem.retrieval.mmr import Similarity
+
+    def blob(*v):
+        return struct.pack(f"<{len(v)}f", *v)
+
+    sim = Similarity(
+        {1: "a b", 2: "a c", 3: "x y"},
+        {1: blob(1.0, 0.0), 2: blob(1.0, 1.0), 3: None},
+    )
+    assert sim(1, 2) == pytest.approx(1 / math.sqrt(2), rel=1e-6)
+    assert sim(1, 3) == 0.0  # one side has no vector: Jaccard of {a,b} and {x,y}
+    assert sim(1, 1) == pytest.approx(1.0)

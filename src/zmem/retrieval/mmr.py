@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from zmem.tokens import jaccard
 
@@ -43,13 +43,38 @@ def _vector(blob: bytes) -> tuple[float, ...]:
 
 
 class Similarity:
-    """Pairwise similarity over candidates, decoding each row's tokens and vector once."""
+    """Pairwise similarity over candidates, decoding each row's tokens and vector once. With
+    vectors, all cosines come from one matrix product (numpy is already loaded whenever the
+    vector lane ran); pure Python remains the fallback."""
 
     def __init__(self, norms: Mapping[K, str], vectors: Mapping[K, bytes | None]):
         self._tokens = {k: frozenset(v.split()) for k, v in norms.items()}
-        self._vectors = {k: _vector(b) for k, b in vectors.items() if b}
+        blobs = {k: b for k, b in vectors.items() if b}
+        self._index: dict[K, int] = {}
+        self._cos: Any = None
+        self._vectors: dict[K, tuple[float, ...]] = {}
+        sizes = {len(b) for b in blobs.values()}
+        if len(sizes) == 1:
+            try:
+                import numpy as np
+            except ImportError:
+                np = None
+            if np is not None:
+                keys = list(blobs)
+                matrix = np.frombuffer(b"".join(blobs[k] for k in keys), dtype="<f4").reshape(
+                    len(keys), -1
+                )
+                norms_ = np.linalg.norm(matrix, axis=1, keepdims=True)
+                unit = matrix / np.where(norms_ == 0, 1.0, norms_)
+                self._cos = unit @ unit.T
+                self._index = {k: i for i, k in enumerate(keys)}
+            else:
+                self._vectors = {k: _vector(b) for k, b in blobs.items()}
 
     def __call__(self, a: K, b: K) -> float:
+        ia, ib = self._index.get(a), self._index.get(b)
+        if ia is not None and ib is not None:
+            return float(self._cos[ia, ib])
         va, vb = self._vectors.get(a), self._vectors.get(b)
         if va is not None and vb is not None and len(va) == len(vb):
             dot = sum(x * y for x, y in zip(va, vb, strict=True))
