@@ -83,7 +83,7 @@ def relevance(native: Mapping[str, float], evidence: Mapping[str, float] | None 
     `E` = the best coverage of the query's words by any lexical match: a query-type signal.
     When some row holds most of the words (E near 1: a name, an error string, a tool), words
     are the evidence: a lexical row counts fully and the dense lane only fills in (weight
-    1 - E). When no row does (E low: a paraphrase), a lexical row counts by its own coverage
+    1 - E^2). When no row does (E low: a paraphrase), a lexical row counts by its own coverage
     and meaning takes over. Rows found by both lanes get the agreement bonus. Dev sets and the
     variants tried are in docs/benchmarks.md."""
     lex = native.get("fts", 0.0)
@@ -91,8 +91,10 @@ def relevance(native: Mapping[str, float], evidence: Mapping[str, float] | None 
     dense = native.get("vector", 0.0)
     ent = native.get("entity", 0.0)
     e = (evidence or {}).get("fts", 1.0)
-    lexical = lex * (cov + (1.0 - cov) * e)
-    semantic = dense * (1.0 - e)
+    # Squared: a query half of whose words one row holds is still mostly a words query (the
+    # linear gate gave dense rows too much say there; see docs/benchmarks.md).
+    lexical = lex * (cov + (1.0 - cov) * e * e)
+    semantic = dense * (1.0 - e * e)
     return min(1.0, max(lexical, semantic, ent) + AGREEMENT_BONUS * min(lexical, semantic))
 
 
