@@ -19,7 +19,7 @@ from zmem.config import Settings
 from zmem.db import graph, memories, vectors
 from zmem.db.connect import connect, read_snapshot, transaction
 from zmem.db.migrate import SCHEMA_VERSION, migrate
-from zmem.embedding import PROFILE_DIMS
+from zmem.embedding import PROFILE_DIMS, PROFILE_SEMANTIC
 from zmem.embedding.profiles import load_embedder
 from zmem.errors import NotFound, Refusal, StoreUnavailable, UsageError
 from zmem.maintenance import reembed
@@ -178,6 +178,7 @@ class MemoryStore(RecallMixin):
                 at=config.now_iso(),
                 link_threshold=self.settings.link_threshold,
                 vector=vector,
+                semantic=self._semantic(),
             )
 
     def update(
@@ -230,9 +231,15 @@ class MemoryStore(RecallMixin):
                 at=at,
                 link_threshold=self.settings.link_threshold,
                 vector=vector,
+                semantic=self._semantic(),
                 update_of=target.id,
                 exclude=(target.id,),
             )
+
+    def _semantic(self) -> writer.Semantic | None:
+        # Only vectors in this store's index are comparable, and only a real model's count.
+        levels = PROFILE_SEMANTIC.get(self.settings.embed_profile)
+        return writer.Semantic(*levels) if levels and self._vec_ready else None
 
     def _embed(self, content: str) -> writer.Vector:
         # Outside the transaction: a model call must never hold the store's write lock.

@@ -14,7 +14,7 @@ import apsw
 from zmem.capture.entities import extract_entities
 from zmem.capture.polarity import polarity
 from zmem.capture.policy import Prepared, merge_tags
-from zmem.db import graph, memories
+from zmem.db import graph, memories, vectors
 from zmem.models import (
     SYSTEM_TAGS,
     TRUST_CONTRADICTION_DELTA,
@@ -95,6 +95,15 @@ def candidate_terms(
     return prefix
 
 
+@dataclass(frozen=True)
+class Semantic:
+    """Cosine thresholds of a real embedding profile: at `dedup` two texts say the same thing
+    (the polarity and number guards still apply), at `link` they are related."""
+
+    dedup: float
+    link: float
+
+
 def find_neighbours(
     conn: apsw.Connection,
     content: str,
@@ -102,21 +111,37 @@ def find_neighbours(
     namespace: str,
     threshold: float,
     exclude: Sequence[str] = (),
+    vector: Vector = None,
+    semantic: Semantic | None = None,
+    link_threshold: float = 0.75,
 ) -> list[Neighbour]:
-    """Live rows of the namespace with similarity >= threshold, best first."""
+    """Live rows of the namespace with similarity >= threshold, best first. Similarity is token
+    Jaccard, or, when the store embeds with a real model, the cosine of the two vectors put on
+    the same scale (cosine >= semantic.dedup counts as a dedup-level match, >= semantic.link
+    as a link-level one), whichever says more."""
     tokens = frozenset(norm.split())
     if not tokens:
         return _same_words(conn, content, namespace, exclude)
+    scored: dict[str, float] = {}
     prefix = candidate_terms(conn, namespace, tokens, threshold)
-    if not prefix.terms:
-        return []
-    scored = {}
-    for other_id, other_norm in memories.similar_norms(
-        conn, prefix.stats, namespace, exclude, prefix.min_match
-    ):
-        sim = jaccard(tokens, frozenset(other_norm.split()))
-        if sim >= threshold:
-            scored[other_id] = sim
+    if prefix.terms:
+        for other_id, other_norm in memories.similar_norms(
+            conn, prefix.stats, namespace, exclude, prefix.min_match
+        ):
+            sim = jaccard(tokens, frozenset(other_norm.split()))
+            if sim >= threshold:
+                scored[other_id] = sim
+    if vector is not None and semantic is not None:
+        for other_id, cos in vectors.nearest_ids(
+            conn, vector[0], namespace, LINKS_PER_WRITE, exclude
+        ):
+            level = (
+                DEDUP_THRESHOLD if cos >= semantic.dedup
+                else link_threshold if cos >= semantic.link
+                else 0.0
+            )  # fmt: skip
+            if level >= threshold and level > scored.get(other_id, 0.0):
+                scored[other_id] = level
     if not scored:
         return []
     mine_polarity = polarity(content)
@@ -221,11 +246,15 @@ def write(
     vector: Vector = None,
     update_of: str | None = None,
     exclude: Sequence[str] = (),
+    semantic: Semantic | None = None,
 ) -> WriteResult:
     """Store `row` (or fold it into a near-identical twin). Must run inside a transaction."""
     threshold = min(link_threshold, DEDUP_THRESHOLD)
     norm = similarity_norm(row.content)
-    neighbours = find_neighbours(conn, row.content, norm, row.namespace, threshold, exclude)
+    neighbours = find_neighbours(
+        conn, row.content, norm, row.namespace, threshold, exclude, vector, semantic,
+        link_threshold,
+    )  # fmt: skip
     twins = [
         n
         for n in neighbours

@@ -127,6 +127,28 @@ def knn(
     return [(r[0], r[1]) for r in rows[:k]]
 
 
+def nearest_ids(
+    conn: apsw.Connection, blob: bytes, namespace: str, k: int, exclude: Sequence[str] = ()
+) -> list[tuple[str, float]]:
+    """(memory id, cosine similarity) of the live rows of one namespace nearest to `blob`; empty
+    when this connection or store has no index (the write path then compares tokens only)."""
+    try:
+        near = knn(conn, blob, [namespace], k + len(exclude))
+    except apsw.Error:
+        return []
+    if not near:
+        return []
+    marks = ",".join("?" * len(near))
+    ids = dict(
+        conn.execute(
+            f"SELECT rid, id FROM memory WHERE rid IN ({marks}) AND superseded_at IS NULL",
+            [rid for rid, _ in near],
+        )
+    )
+    out = [(ids[rid], 1.0 - d) for rid, d in near if rid in ids and ids[rid] not in exclude]
+    return out[:k]
+
+
 def count(conn: apsw.Connection) -> int:
     try:
         return conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]

