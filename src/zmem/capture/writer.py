@@ -135,9 +135,12 @@ def find_neighbours(
         for other_id, cos in vectors.nearest_ids(
             conn, vector[0], namespace, LINKS_PER_WRITE, exclude
         ):
+            # A link-level match must stay below the dedup level whatever the operator set
+            # ZMEM_LINK_THRESHOLD to: related is not the same.
+            link_level = min(link_threshold, DEDUP_THRESHOLD - 1e-6)
             level = (
                 DEDUP_THRESHOLD if cos >= semantic.dedup
-                else link_threshold if cos >= semantic.link
+                else link_level if cos >= semantic.link
                 else 0.0
             )  # fmt: skip
             if level >= threshold and level > scored.get(other_id, 0.0):
