@@ -14,6 +14,7 @@ from pathlib import Path
 from zmem import config
 from zmem.errors import UsageError
 from zmem.evaluation.environment import restored_env
+from zmem.models import WriteResult
 from zmem.store import MemoryStore
 
 A, B, GLOBAL = "project:eval-a", "project:eval-b", "user:global"
@@ -199,6 +200,19 @@ def _clock(at: str) -> None:
     os.environ["ZMEM_TEST_NOW"] = at
 
 
+def _add(store: MemoryStore, row: Row) -> WriteResult:
+    """A corpus row through the real write path, tagged with its key."""
+    return store.add(
+        row.content,
+        namespace=row.namespace,
+        type=row.type,
+        signal=row.signal,
+        taint=row.taint,
+        source_ref=KEY_PREFIX + row.key,
+        capture_mode="manual",
+    )
+
+
 def key_map(store: MemoryStore) -> dict[str, str]:
     """memory id -> fixture key, for every row (live or not) carrying an eval: source ref."""
     out = {}
@@ -214,15 +228,7 @@ def build(store: MemoryStore) -> dict[str, str]:
     ids: dict[str, str] = {}
     with restored_env(ZMEM_TEST_NOW=BUILD_AT):
         for row in _BASE:
-            result = store.add(
-                row.content,
-                namespace=row.namespace,
-                type=row.type,
-                signal=row.signal,
-                taint=row.taint,
-                source_ref=KEY_PREFIX + row.key,
-                capture_mode="manual",
-            )
+            result = _add(store, row)
             if result.result != "stored":
                 raise AssertionError(f"fixture row {row.key} was {result.result}, not stored")
             ids[row.key] = result.id
@@ -277,16 +283,7 @@ def build_corpus(store: MemoryStore, rows: list[Row]) -> dict[str, str]:
     ids: dict[str, str] = {}
     with restored_env(ZMEM_TEST_NOW=BUILD_AT):
         for row in rows:
-            result = store.add(
-                row.content,
-                namespace=row.namespace,
-                type=row.type,
-                signal=row.signal,
-                taint=row.taint,
-                source_ref=KEY_PREFIX + row.key,
-                capture_mode="manual",
-            )
-            ids[row.key] = result.id
+            ids[row.key] = _add(store, row).id
     return ids
 
 
