@@ -373,3 +373,23 @@ def test_settings_mismatch_falls_back_in_process(resident, repo, isolated_env):
     )
     assert done.returncode == 0 and done.stdout
     assert "via=inproc" in log_lines(isolated_env)[-1]
+
+
+def test_a_dead_resident_socket_does_not_block_a_new_one(tmp_path, monkeypatch):
+    """A resident process killed without cleanup leaves its socket file; the next hook must
+    still start a new one instead of running in-process on every prompt from then on."""
+    import socket as socketlib
+    import subprocess
+
+    from zmem.hosts import client
+
+    ddir = tmp_path / "data"
+    ddir.mkdir()
+    dead = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+    dead.bind(str(ddir / client.SOCKET_NAME))  # bound, never listening: refuses like a corpse
+    dead.close()
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(a))
+    monkeypatch.delenv("ZMEM_HOOK_DAEMON", raising=False)
+    client.spawn_daemon(ddir)
+    assert len(started) == 1

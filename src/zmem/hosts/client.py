@@ -144,9 +144,23 @@ def _via_daemon(
     )
 
 
+def _answers(path: Path) -> bool:
+    """A resident process listens on this socket. A socket file left by a killed process must
+    not block a new one for good (every hook would then pay the full in-process start)."""
+    if not path.exists():
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(0.2)
+            s.connect(str(path))
+        return True
+    except OSError:
+        return False
+
+
 def spawn_daemon(ddir: Path) -> None:
     """Start the resident process detached, at most once per grace period."""
-    if not _flag("ZMEM_HOOK_DAEMON") or (ddir / SOCKET_NAME).exists():
+    if not _flag("ZMEM_HOOK_DAEMON") or _answers(ddir / SOCKET_NAME):
         return
     stamp = ddir / "zmem-hookd.starting"
     try:
