@@ -4,17 +4,23 @@ It imports the hook client without running zmem/__init__.py (which loads the who
 125 ms): a bare package object stands in for `zmem`, so only the standard-library client
 modules load until the hook knows it has work."""
 
-import importlib.util
 import sys
 import types
 from pathlib import Path
 
 
 def _package_dir() -> Path:
+    # The plugin is a checkout: its own src/zmem is the package, found without importlib.util
+    # (~4 ms of imports on every prompt). An install elsewhere is looked up the slow way.
+    src = Path(__file__).resolve().parents[1] / "src"
+    if (src / "zmem" / "hosts" / "client.py").is_file():
+        sys.path.insert(0, str(src))
+        return src / "zmem"
+    import importlib.util
+
     spec = importlib.util.find_spec("zmem")  # finds the installed package without importing it
     if spec is not None and spec.submodule_search_locations:
         return Path(next(iter(spec.submodule_search_locations)))
-    src = Path(__file__).resolve().parents[1] / "src"  # a checkout without an install
     sys.path.insert(0, str(src))
     return src / "zmem"
 

@@ -5,7 +5,6 @@ its newest tokens into the recall query inside the 500-character cap. Standard l
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shlex
@@ -75,6 +74,8 @@ def session_key(session_id: str) -> str:
     """A file-name-safe key for a host session id (hashed when it has other characters)."""
     if _SESSION_SAFE.match(session_id):
         return session_id
+    import hashlib  # rare (ids with unsafe characters); ~3 ms the hook client need not pay
+
     return hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:32]
 
 
