@@ -283,6 +283,8 @@ def main() -> int:
     os.environ["ZMEM_EMBED_PROFILE"] = "minilm" if args.hybrid else "fake"
     cache = Path(args.cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
+    # The MiniLM model is built (once) beside the cached stores, never in the user's ~/.zmem.
+    os.environ.setdefault("ZMEM_DATA", str(cache / "zmem-data"))
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
         path = cache / f"recall-v{CORPUS_VERSION}-{size}-{args.seed}.sqlite"
