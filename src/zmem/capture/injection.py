@@ -166,6 +166,9 @@ _TEMPLATES: dict[str, tuple[str, ...]] = {
         r"<\|(?:im_start|im_end|im_sep|system|user|assistant|endoftext|begin_of_text"
         r"|end_of_text|start_header_id|end_header_id|eot_id|eom_id)\|>"
         r"|\[/?INST\]|<</?SYS>>|</?system(?:[_-](?:prompt|message|instructions?))?>",
+        # The fences memory is injected in (ours and Hermes'): no note has a reason to
+        # spell them, and one that does is trying to end the block and speak as the host.
+        r"</?\s*(?:zmem-memories|memory-context)\b",
         r"^[^\S\n]*#{1,6}\s*(?:system|instructions?)(?:\s+prompt)?\s*:",
         # Upper-case only: "System: Ubuntu 22.04" in a bug report is not a role header.
         r"^[^\S\n]*(?-i:SYSTEM)(?:\s+(?-i:PROMPT))?\s*:",
@@ -228,7 +231,17 @@ _ANCHORS: dict[str, tuple[str, ...]] = {
         "system",
         "hidden",
     ),
-    "system_marker": ("<|", "[inst", "[/inst", "<<sys", "<</sys", "system", "instruction"),
+    "system_marker": (
+        "<|",
+        "[inst",
+        "[/inst",
+        "<<sys",
+        "<</sys",
+        "system",
+        "instruction",
+        "zmem-memories",
+        "memory-context",
+    ),
 }
 assert set(_ANCHORS) == set(_TEMPLATES)
 

@@ -32,6 +32,12 @@ def _neutralise(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\n", "\n    ")
 
 
+def _inline(text: str) -> str:
+    # Every stored string in the provenance line is data too (entity names come from tags and
+    # backticks, source refs from the caller): one line, fence tags defused.
+    return " ".join(_neutralise(text).split())
+
+
 def tags_for(hit: Hit, explicit: bool) -> list[str]:
     tags = []
     if hit.unfold_of is not None:
@@ -63,7 +69,7 @@ def row_line(hit: Hit, explicit: bool) -> str:
     if m.superseded_at is not None:
         facts.append(f"superseded {m.superseded_at[:10]}")
     facts.append(f"id {m.id[:8]}")
-    names = [name for _, _, name in hit.entities[:MAX_ENTITY_NAMES]]
+    names = [_inline(name) for _, _, name in hit.entities[:MAX_ENTITY_NAMES]]
     if names:
         facts.append("entities: " + ", ".join(names))
     if hit.link_of is not None:
@@ -71,7 +77,7 @@ def row_line(hit: Hit, explicit: bool) -> str:
     if hit.unfold_of is not None:
         facts.append(f"before {hit.unfold_of[:8]}")
     if m.source_ref:
-        facts.append(f"source {m.source_ref}")
+        facts.append(f"source {_inline(m.source_ref)}")
     prefix = " ".join(tags_for(hit, explicit))
     body = _neutralise(m.content)
     return f"- {prefix + ' ' if prefix else ''}{body} ({' · '.join(facts)})"

@@ -17,8 +17,13 @@ from zmem.retrieval import fusion
 
 
 def row_injection_risk(m: Memory) -> bool:
-    # Re-classified at read time: a row stored before a pattern existed is still caught.
-    return INJECTION_TAG in m.tags or is_injection_risk(m.content)
+    # Re-classified at read time: a row stored before a pattern existed is still caught. Tags
+    # and the source ref reach the reader too (entity names, the provenance line), so they
+    # are classified with the content.
+    if INJECTION_TAG in m.tags or is_injection_risk(m.content):
+        return True
+    extra = " ".join((*m.tags, m.source_ref or ""))
+    return bool(extra.strip()) and is_injection_risk(extra)
 
 
 def passive_block(m: Memory) -> str | None:
