@@ -525,3 +525,31 @@ def test_mmr_similarity_is_cosine_with_vectors_and_jaccard_without():
     assert sim(1, 2) == pytest.approx(1 / math.sqrt(2), rel=1e-6)
     assert sim(1, 3) == 0.0  # one side has no vector: Jaccard of {a,b} and {x,y}
     assert sim(1, 1) == pytest.approx(1.0)
+
+
+def test_search_applies_no_confidence_floor(store):
+    """The spec: ungrounded rows stay reachable through search (found in review)."""
+    row = add(store, "flaky websocket reconnect needs jitter backoff", signal="none")
+    assert store.recall("websocket reconnect jitter", namespace=NS) == []
+    assert ids(store.search("websocket reconnect jitter", namespace=NS).hits) == [row]
+
+
+def test_a_large_limit_never_breaks_the_vector_lane(store):
+    add(store, "ripgrep searching is fast")
+    assert store.recall("ripgrep searching", namespace=NS, limit=300)
+    assert store.search("ripgrep searching", limit=5000).hits
+
+
+def test_explain_and_dry_run_leave_a_fresh_store_byte_identical(store_path, run_cli):
+    import hashlib
+
+    from zmem import MemoryStore
+
+    with MemoryStore.open(store_path) as s:
+        s._embedder = None  # written model-absent: no vector index yet
+        s._vec_ready = False
+        s.add("the deploy checklist lives in docs", namespace=NS, type="fact", signal="test")
+    before = hashlib.sha256(store_path.read_bytes()).hexdigest()
+    assert run_cli("recall", "--query", "deploy checklist", "--explain").exit_code == 0
+    assert run_cli("reembed", "--all", "--profile", "fake", "--dry-run").exit_code == 0
+    assert hashlib.sha256(store_path.read_bytes()).hexdigest() == before

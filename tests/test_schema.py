@@ -43,6 +43,10 @@ def test_vector_index_is_created_at_the_profile_dimension_not_by_a_migration(sto
     # memory_vec's size depends on the embedding profile, so it is runtime state beside the
     # v13 schema: model-absent stores never have it.
     with MemoryStore.open(store_path) as store:
+        assert store._conn.execute(
+            "SELECT count(*) FROM sqlite_schema WHERE name = 'memory_vec'"
+        ).fetchone() == (0,)  # opening writes nothing: the first vector creates the index
+        store.add("a first row", namespace="project:x", type="fact", signal="test")
         sql = store._conn.execute(
             "SELECT sql FROM sqlite_schema WHERE name = 'memory_vec'"
         ).fetchone()[0]

@@ -157,3 +157,23 @@ def test_a_failing_embedder_falls_back_to_lexical(minilm):
         s._embedder = broken
         hits = s.recall("vault agent secrets", namespace=NS)
     assert [h.id for h in hits] == [row] and "vector" not in hits[0].lanes
+
+
+def test_a_handle_opened_before_a_conversion_fails_open(minilm, monkeypatch):
+    """Found in review: a long-lived handle (the hook daemon) must neither crash nor store
+    wrong-size vectors after another process converts the store."""
+    path, open_store = minilm
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    old = open_store()
+    try:
+        add(old, "a row written under the fake profile")
+        monkeypatch.setenv("ZMEM_EMBED_PROFILE", "minilm")
+        with open_store(check_vectors=False) as converter:
+            converter.reembed(all=True, profile="minilm")
+        assert old.recall("row written", namespace=NS)  # lexical, no traceback
+        added = add(old, "another row from the stale handle").id
+        assert old.get(added).has_embedding is False  # no 16-d vector in a 384-d store
+        with open_store() as fresh:
+            assert fresh.reembed().rows_changed == 1  # the backfill picks it up
+    finally:
+        old.close()

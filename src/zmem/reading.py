@@ -122,6 +122,9 @@ class RecallMixin:
             link_hops=0,
             link_budget=0,
             no_unfold=True,
+            # The spec's search applies no confidence floor: it is how an operator finds the
+            # ungrounded (signal=none) rows recall deliberately hides.
+            min_confidence=0.0,
         )
         report = self._read(req, expand_links=False, unfold=False)
         if telemetry:

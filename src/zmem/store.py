@@ -124,12 +124,25 @@ class MemoryStore(RecallMixin):
                     f"ZMEM_EMBED_PROFILE={committed_profile})"
                 )
             return
-        if not vectors.available(self._conn):
-            return  # no sqlite-vec here: rows keep their vectors, recall stays lexical
+        # The index is created by the first vector write, not here: opening a store must not
+        # write (recall --explain and reembed --dry-run promise zero writes).
+        self._vec_ready = vectors.available(self._conn)
+
+    def _vector_for_write(self, vector: writer.Vector) -> writer.Vector:
+        """Inside a write transaction: the vector to store with the row, creating the index on
+        first use. None when this store's vectors are of another size now (another process
+        converted it since this handle opened): a wrong-size vector must never be stored."""
+        if vector is None or not self._vec_ready:
+            # No sqlite-vec here: the row still keeps its vector, reembed indexes it later.
+            return vector
+        profile = self.settings.embed_profile
+        dim = PROFILE_DIMS[profile]
+        _, committed_dim = vectors.committed(self._conn)
+        if committed_dim not in (None, dim):
+            return None
         if committed_dim is None or not vectors.table_exists(self._conn):
-            with transaction(self._conn):
-                vectors.create(self._conn, profile, dim)
-        self._vec_ready = True
+            vectors.create(self._conn, profile, dim)
+        return vector
 
     def _run_pending_backfills(self) -> None:
         # Rows written before v10 have no entity links; derive them once, on the first open.
@@ -172,6 +185,7 @@ class MemoryStore(RecallMixin):
         )
         vector = self._embed(row.content)
         with transaction(self._conn):
+            vector = self._vector_for_write(vector)
             return writer.write(
                 self._conn,
                 row,
@@ -225,6 +239,7 @@ class MemoryStore(RecallMixin):
             # Re-checked under the write lock: another session may have tombstoned it.
             if not memories.tombstone(self._conn, target.id, at, "updated"):
                 raise Refusal(f"cannot update {memory_id}: it was superseded concurrently")
+            vector = self._vector_for_write(vector)
             return writer.write(
                 self._conn,
                 row,

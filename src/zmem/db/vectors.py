@@ -17,6 +17,7 @@ from zmem.db import graph
 PROFILE_KEY = "embedding_profile"
 DIM_KEY = "embedding_dim"
 TABLE = "memory_vec"
+MAX_K = 4096  # vec0 refuses a larger k
 
 
 def extension_path() -> str | None:
@@ -116,6 +117,7 @@ def knn(
 ) -> list[tuple[int, float]]:
     """(rid, cosine distance) nearest first, over the given namespaces (None: all). One KNN per
     partition, merged: vec0 does not merge an IN over partitions into one order."""
+    k = min(k, MAX_K)
     sql = f"SELECT rowid, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ?"
     if namespaces is None:
         rows = list(conn.execute(sql, (blob, k)))

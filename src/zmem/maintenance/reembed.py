@@ -42,7 +42,9 @@ def _needs(conn: apsw.Connection, model: str, dim: int, everything: bool) -> lis
     missing, of another model, or of another size (so switching back and forth is honest)."""
     out = []
     for rid, content, blob, row_model in vectors.live_rows(conn):
-        if blob is None:
+        # A vector of another size is as good as none (a handle opened before a conversion
+        # may have stored one): the backfill replaces it too.
+        if blob is None or (not everything and len(blob) != dim * 4):
             out.append((rid, content))
         elif everything and (row_model != model or len(blob) != dim * 4):
             out.append((rid, content))

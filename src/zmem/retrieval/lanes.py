@@ -155,8 +155,13 @@ class VectorLane:
         floor, strong = plan.similarity_scale
         # KNN always returns k rows, however unrelated; rows under the profile's noise floor
         # are evidence of nothing and stay out of the fusion.
-        near = [(r, d) for r, d in vectors.knn(conn, plan.vector, scope.namespaces, depth * 2)
-                if 1.0 - d > floor]  # fmt: skip
+        try:
+            knn = vectors.knn(conn, plan.vector, scope.namespaces, depth * 2)
+        except apsw.Error:
+            # No index yet, or another process converted it to another size since this handle
+            # opened: the lane is empty and recall goes on lexically (fail-open).
+            return out
+        near = [(r, d) for r, d in knn if 1.0 - d > floor]
         admitted = db.in_scope(conn, [rid for rid, _ in near], scope)
         for rid, distance in near:
             if rid in admitted:
