@@ -463,3 +463,25 @@ def test_unicode_case_lookalikes_never_crash_extraction(text):
     # Python's IGNORECASE matches "ı" to "i" and "ſ" to "s"; casefolding does not map them back.
     names = [m.name for m in extract_entities(text)]
     assert "git" not in [n.lower() for n in names] or "git" in text.lower()
+
+
+def test_a_dedup_readd_with_an_entity_tag_links_the_entity(store):
+    """Found in review: the twin gained the tag but not the entity link."""
+    first = store.add(
+        "prefer the fast searcher for large monorepo code lookups",
+        namespace="project:e",
+        type="preference",
+        signal="user",
+    )
+    again = store.add(
+        "prefer the fast searcher for large monorepo code lookups",
+        namespace="project:e",
+        type="preference",
+        signal="user",
+        tags="entity:Zoekt",
+    )
+    assert again.result == "deduped" and again.id == first.id
+    names = [e.name for e in store.entities_of(first.id)]
+    assert "Zoekt" in names
+    hits = store.recall("Zoekt", namespace="project:e")
+    assert hits and "entity" in hits[0].lanes

@@ -216,16 +216,22 @@ def contradict(conn: apsw.Connection, a: str, b: str, at: str, score: float | No
 
 def _refresh_twin(conn: apsw.Connection, twin: memories.Candidate, row: Prepared, at: str) -> None:
     better = row.confidence > twin.confidence
+    merged = merge_tags(twin.tags, row.tags)
     memories.refresh(
         conn,
         twin.id,
-        tags=merge_tags(twin.tags, row.tags),
+        tags=merged,
         taint=worst_taint(twin.taint, row.taint),
         confidence=row.confidence if better else twin.confidence,
         signal=row.signal if better else twin.signal,
         trust_score=clamp_trust(twin.trust_score + TRUST_CORROBORATION_DELTA),
         at=at,
     )
+    if merged != twin.tags:
+        # New tags can name new entities (entity:X); the twin's links follow, as a link
+        # neighbour's do when it absorbs tags.
+        graph.unlink_memory_entities(conn, twin.id)
+        link_entities(conn, twin.id, twin.content, merged, at)
 
 
 def _absorb_tags(
