@@ -554,3 +554,30 @@ def test_a_store_garbage_collected_without_close_stops_its_checkpointer(store_pa
     gc.collect()
     thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+def test_update_inherits_taint_read_under_the_write_lock(store_path, monkeypatch):
+    """Found in review: a dedup re-add that worsened the target's taint between update's first
+    read and its write was lost, so the revision came out trusted."""
+    from zmem import MemoryStore
+
+    with MemoryStore.open(store_path) as s, MemoryStore.open(store_path) as other:
+        a = s.add(
+            "the cdn purges its cache on deploy", namespace="project:t", type="fact", signal="user"
+        )
+        real_embed = s._embed
+
+        def embed_while_another_session_writes(text):
+            other.add(
+                "the cdn purges its cache on deploy",
+                namespace="project:t",
+                type="fact",
+                signal="user",
+                taint="untrusted_web",
+            )
+            return real_embed(text)
+
+        monkeypatch.setattr(s, "_embed", embed_while_another_session_writes)
+        new = s.update(a.id, "the cdn purges its cache on every deploy and rollback")
+        assert s.get(a.id).taint == "untrusted_web"
+        assert s.get(new.id).taint == "untrusted_web"

@@ -211,34 +211,40 @@ class MemoryStore(RecallMixin):
     ) -> WriteResult:
         """Append-only revision: a new live row linked by update_of; the target is tombstoned
         (reason 'updated'), never mutated. Unknown or tombstoned targets are refused."""
+
+        def revision(target: Memory) -> policy.Prepared:
+            new_signal = signal or target.signal
+            keep = target.confidence if confidence is None and signal is None else confidence
+            row = policy.prepare(
+                content,
+                namespace=target.namespace if namespace is None else namespace,
+                type=target.type if type is None else type,
+                # System tags are re-derived from the new text, never inherited.
+                tags=[t for t in target.tags if t not in SYSTEM_TAGS] if tags is None else tags,
+                signal=new_signal,
+                taint=target.taint if taint is None else taint,
+                source_ref=target.source_ref if source_ref is None else source_ref,
+                confidence=keep,
+                capture_mode=capture_mode or self.settings.capture_mode,
+            )
+            # Validated by prepare first; an update never downgrades the row's taint.
+            return dataclasses.replace(row, taint=worst_taint(target.taint, row.taint))
+
         target = memories.get(self._conn, memory_id)
         if target is None:
             raise Refusal(f"cannot update {memory_id}: no such memory")
         if not target.live:
             raise Refusal(f"cannot update {memory_id}: it was superseded at {target.superseded_at}")
-        new_signal = signal or target.signal
-        if confidence is None and signal is None:
-            confidence = target.confidence
-        row = policy.prepare(
-            content,
-            namespace=target.namespace if namespace is None else namespace,
-            type=target.type if type is None else type,
-            # System tags are re-derived from the new text, never inherited.
-            tags=[t for t in target.tags if t not in SYSTEM_TAGS] if tags is None else tags,
-            signal=new_signal,
-            taint=target.taint if taint is None else taint,
-            source_ref=target.source_ref if source_ref is None else source_ref,
-            confidence=confidence,
-            capture_mode=capture_mode or self.settings.capture_mode,
-        )
-        # Validated by prepare first; an update never downgrades the row's taint.
-        row = dataclasses.replace(row, taint=worst_taint(target.taint, row.taint))
-        vector = self._embed(row.content)
+        # Validates (nothing written on bad input) and gives the text to embed, outside the lock.
+        vector = self._embed(revision(target).content)
         with transaction(self._conn):
             at = config.now_iso()
-            # Re-checked under the write lock: another session may have tombstoned it.
-            if not memories.tombstone(self._conn, target.id, at, "updated"):
+            # Re-read under the write lock: another session may have tombstoned the target, or
+            # refreshed it (a dedup re-add can worsen its taint), since the first read.
+            target = memories.get(self._conn, target.id)
+            if target is None or not memories.tombstone(self._conn, target.id, at, "updated"):
                 raise Refusal(f"cannot update {memory_id}: it was superseded concurrently")
+            row = revision(target)
             vector = self._vector_for_write(vector)
             return writer.write(
                 self._conn,
