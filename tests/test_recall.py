@@ -553,3 +553,28 @@ def test_explain_and_dry_run_leave_a_fresh_store_byte_identical(store_path, run_
     assert run_cli("recall", "--query", "deploy checklist", "--explain").exit_code == 0
     assert run_cli("reembed", "--all", "--profile", "fake", "--dry-run").exit_code == 0
     assert hashlib.sha256(store_path.read_bytes()).hexdigest() == before
+
+
+@pytest.mark.parametrize("text", ["run the linter before the commit", "earlier the build failed"])
+def test_ordinary_time_words_are_not_change_intent(text):
+    assert not is_change_intent(text)
+
+
+@pytest.mark.parametrize("when", ["9999-12-31T23:00:00-05:00", "0999-01-01"])
+def test_out_of_range_as_of_is_a_usage_error(store, when):
+    from zmem.errors import UsageError
+
+    with pytest.raises(UsageError, match="out of range"):
+        store.recall("anything", namespace=NS, as_of=when)
+
+
+def test_an_unexpandable_file_ref_is_reported_not_a_crash(store):
+    row = store.add(
+        "notes about the release",
+        namespace=NS,
+        type="fact",
+        signal="test",
+        source_ref="file:~nosuchuser-zmem/x.md",
+    )
+    assert row.result == "stored"
+    assert store.recall("release notes", namespace=NS)

@@ -195,7 +195,14 @@ def parse_instant(text: str) -> datetime:
         raise UsageError(f"not an ISO-8601 timestamp: {text!r}") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    try:
+        moment = parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:00-05:00 is past the last representable instant
+        raise UsageError(f"timestamp out of range: {text!r}") from None
+    if moment.year < 1000:
+        # Stored instants compare as text; a 3-digit year would sort wrongly against them.
+        raise UsageError(f"timestamp out of range (years 1000-9999): {text!r}")
+    return moment
 
 
 def format_instant(moment: datetime) -> str:

@@ -67,7 +67,9 @@ def hash_file(path: str) -> str | None:
         with _local_path(path).open("rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 16), b""):
                 digest.update(chunk)
-    except OSError:
+    except (OSError, RuntimeError, ValueError):
+        # RuntimeError: "~nosuchuser/x" cannot be expanded; ValueError: an embedded NUL. An
+        # unreadable source is reported, never a crash of the write or of a later recall.
         return None
     return digest.hexdigest()
 

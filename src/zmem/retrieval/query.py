@@ -41,7 +41,8 @@ _CHANGE_INTENT = re.compile(
     | \bused\s+to\s+(?:be|use|run|have)\b
     | \b(?:switched|moved|migrated|changed)\s+(?:from|away\s+from)\b
     | \bno\s+longer\b
-    | \b(?:previous(?:ly)?|formerly|earlier|before)\s+(?:we|it|the|our|this)\b
+    | \b(?:previously|formerly)\b
+    | \bbefore\s+(?:we|it)\s+(?:switched|moved|changed|migrated)\b
     | \bhistory\s+of\b
     | \bhow\s+(?:has|did)\s+\S+(?:\s+\S+)?\s+(?:change|evolve)\b
     | \bwhat\s+did\s+(?:we|it)\s+use\s+before\b
