@@ -578,3 +578,15 @@ def test_an_unexpandable_file_ref_is_reported_not_a_crash(store):
     )
     assert row.result == "stored"
     assert store.recall("release notes", namespace=NS)
+
+
+def test_passive_recent_pages_past_a_run_of_blocked_rows(store, monkeypatch):
+    """Found in review: 25+ blocked rows among the newest left a passive session start empty."""
+    monkeypatch.setenv("ZMEM_TEST_NOW", "2026-01-01T00:00:00Z")
+    keep = add(store, "the release train leaves every second thursday")
+    monkeypatch.setenv("ZMEM_TEST_NOW", "2026-02-01T00:00:00Z")
+    for i in range(40):
+        add(store, f"web tip number {i} about unrelated topic {i * 7919}", taint="untrusted_web")
+    report = store.recent(namespace=NS, limit=1, no_bump=True)
+    assert ids(report.hits) == [keep]
+    assert report.omitted == 40

@@ -190,14 +190,14 @@ def by_id(conn: apsw.Connection, memory_id: str) -> Memory | None:
     return _row_to_memory(row) if row else None
 
 
-def recent(conn: apsw.Connection, scope: Scope, limit: int) -> list[Memory]:
-    """Newest valid rows first (by when they became valid)."""
+def recent(conn: apsw.Connection, scope: Scope, limit: int, offset: int = 0) -> list[Memory]:
+    """Newest valid rows first (by when they became valid), a page at a time."""
     where, params = scope.clause()
     sql = (
         f"SELECT {_COLUMNS.replace('rid, ', 'm.rid, ', 1)} FROM memory AS m WHERE {where} "
-        "ORDER BY m.valid_from DESC, m.rid DESC LIMIT ?"
+        "ORDER BY m.valid_from DESC, m.rid DESC LIMIT ? OFFSET ?"
     )
-    return [_row_to_memory(r) for r in conn.execute(sql, [*params, limit])]
+    return [_row_to_memory(r) for r in conn.execute(sql, [*params, limit, offset])]
 
 
 def ids_containing(conn: apsw.Connection, fragment: str, limit: int = 50) -> list[str]:

@@ -315,6 +315,7 @@ def _finish(report: RecallReport, settings: Settings, req: RecallRequest) -> Rec
 
 
 RECENT_OVERFETCH = 4
+RECENT_MAX_SCAN = 2000
 
 
 def run_recent(conn: apsw.Connection, settings: Settings, req: RecallRequest) -> RecallReport:
@@ -325,19 +326,27 @@ def run_recent(conn: apsw.Connection, settings: Settings, req: RecallRequest) ->
     report.tiers = plan_tiers(conn, req, floor)
     hits: list[Hit] = []
     for tier in report.tiers:
-        rows = db.recent(conn, tier.scope, tier.limit * RECENT_OVERFETCH + 20)
-        report.pool += len(rows)
+        page = tier.limit * RECENT_OVERFETCH + 20
         taken: list[Hit] = []
-        for m in rows:
-            if ctx.effective(m)[0] < floor:
-                continue
-            blocked = passive_block(m) if req.no_bump else None
-            if blocked is not None:
-                report.omit(blocked)
-                continue
-            taken.append(ctx.unmatched_hit(m, tier.name))
-            if len(taken) == tier.limit:
-                break
+        offset = 0
+        # Page on until the tier is full: a run of blocked (injection, web) or stale rows among
+        # the newest must not leave a passive session start empty while eligible rows exist.
+        while len(taken) < tier.limit:
+            rows = db.recent(conn, tier.scope, page, offset)
+            report.pool += len(rows)
+            for m in rows:
+                if ctx.effective(m)[0] < floor:
+                    continue
+                blocked = passive_block(m) if req.no_bump else None
+                if blocked is not None:
+                    report.omit(blocked)  # it was newer than what fills the tier
+                    continue
+                taken.append(ctx.unmatched_hit(m, tier.name))
+                if len(taken) == tier.limit:
+                    break
+            offset += page
+            if len(rows) < page or offset >= RECENT_MAX_SCAN:
+                break  # the end of the tier, or a bound on a store that is mostly blocked
         hits += taken
     cards = db.entity_cards(conn, [h.id for h in hits])
     report.hits = [_with_cards(h, cards.get(h.id, [])) for h in hits]
