@@ -393,3 +393,32 @@ def test_a_dead_resident_socket_does_not_block_a_new_one(tmp_path, monkeypatch):
     monkeypatch.delenv("ZMEM_HOOK_DAEMON", raising=False)
     client.spawn_daemon(ddir)
     assert len(started) == 1
+
+
+def test_only_rows_the_model_reads_get_a_surface_event(run_cli, store_path, repo):
+    """Found in review: rows the selective gate held back were still counted as surfaced."""
+    with MemoryStore.open(store_path) as s:
+        shown = s.add(
+            "Run pytest -x before git push: CI takes 20 minutes.",
+            namespace=REMOTE_NS,
+            type="lesson",
+            signal="test",
+        ).id
+        held = s.add(
+            "maybe pytest should also run before every git push to staging",
+            namespace=REMOTE_NS,
+            type="lesson",
+            signal="none",
+            confidence=0.3,
+        ).id
+    out = hook(
+        run_cli,
+        "claude",
+        "UserPromptSubmit",
+        payload("claude", "UserPromptSubmit", repo, prompt="pytest before git push?"),
+    )
+    assert "CI takes 20 minutes" in out and "staging" not in out
+    with MemoryStore.open(store_path) as s:
+        assert s.get(shown).surfaced_count == 1
+        assert s.get(held).surfaced_count == 0  # below the gate-none floor: never shown
+        assert s.get(shown).retrieval_count == 0  # passive: no retrieval bump

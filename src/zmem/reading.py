@@ -141,6 +141,7 @@ class RecallMixin:
         global_limit: int = 3,
         as_of: str | None = None,
         no_bump: bool = False,
+        telemetry: bool = True,
     ) -> RecallReport:
         """Newest rows at or above the recent floor (ZMEM_INJECT_FLOOR_RECENT, 0.5)."""
         req = self._request(
@@ -155,7 +156,8 @@ class RecallMixin:
         )
         with read_snapshot(self._conn):
             report = pipeline.run_recent(self._conn, self.settings, req)
-        self._telemetry(report, no_bump)
+        if telemetry:
+            self._telemetry(report, no_bump)
         return report
 
     def explain(
@@ -219,20 +221,30 @@ class RecallMixin:
         ids = [h.id for h in report.matched]
         if not ids:
             return
-        # A passive surface runs on every prompt: it must never wait out a long writer (a
-        # reembed, a bulk ingest) for an advisory counter, so it gives up after a moment.
         if no_bump:
-            self._conn.set_busy_timeout(PASSIVE_BUSY_TIMEOUT_MS)
+            if not self.surface(ids):
+                report.warnings.append("retrieval counters not updated: store busy")
+            return
         try:
-            if no_bump:
-                self.record_surfaced(ids)
-            else:
-                self.bump_retrieved(ids)
+            self.bump_retrieved(ids)
         except apsw.BusyError:
             report.warnings.append("retrieval counters not updated: store busy")
+
+    def surface(self, ids: Sequence[str]) -> bool:
+        """Record a passive surface event for rows actually shown (the hooks call this after
+        their gate and render, with telemetry=False on the read). A passive surface runs on
+        every prompt: it never waits out a long writer for an advisory counter. False when
+        the store was busy."""
+        if not ids:
+            return True
+        self._conn.set_busy_timeout(PASSIVE_BUSY_TIMEOUT_MS)
+        try:
+            self.record_surfaced(ids)
+        except apsw.BusyError:
+            return False
         finally:
-            if no_bump:
-                self._conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+            self._conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        return True
 
     # ---- telemetry (the recall surfaces call these) ------------------------------------------
 

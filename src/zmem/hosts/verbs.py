@@ -14,7 +14,7 @@ from typing import Any
 from zmem.config import Settings
 from zmem.hosts import corrections, namespace, opsring, sidecars
 from zmem.hosts.events import HAZARD_TOOLS, HookEvent, Outcome
-from zmem.retrieval.render import render_block, selective_gate
+from zmem.retrieval.render import render_block, row_line, selective_gate
 from zmem.store import MemoryStore
 
 CORE_MAX_BYTES = 2048
@@ -106,6 +106,11 @@ class Hooks:
         block = render_block(gated, explicit=False, char_budget=self.settings.ctx_budget)
         if not block:
             return Decision(BUDGET_SESSION if session else BUDGET_PROMPT, "budget-drop", fields)
+        # The surface event goes to the rows the model will actually read: not to rows the
+        # gate or the character cap held back (reads run with telemetry off for this).
+        shown = [h.id for h in gated if not h.extra and row_line(h, False) in block]
+        if not self.store.surface(shown):
+            fields["surface"] = "busy"
         fields["hits"] = len(gated)
         return Decision(block, "injected", fields)
 
@@ -117,7 +122,7 @@ class Hooks:
         parts.append(skill_line())
         parts.append(f"# Memory namespace for this project: {ns} (cross-project: user:global)")
         report = self.store.recent(
-            namespace=ns, limit=RECENT_LIMIT, include_global=True, no_bump=True
+            namespace=ns, limit=RECENT_LIMIT, include_global=True, no_bump=True, telemetry=False
         )
         d = self._decide(report, session=True)
         parts.append(d.block)
@@ -162,7 +167,12 @@ class Hooks:
             tokens = opsring.tail_tokens(self.data_dir, event.session_id)
         query, ops_used = opsring.compose_query(prompt, tokens)
         report = self.store.recall_report(
-            query, namespace=ns, limit=PROMPT_LIMIT, include_global=True, no_bump=True
+            query,
+            namespace=ns,
+            limit=PROMPT_LIMIT,
+            include_global=True,
+            no_bump=True,
+            telemetry=False,
         )
         d = self._decide(report, session=False)
         if ops_used:
@@ -207,7 +217,12 @@ class Hooks:
             return Outcome(reason="skipped")
         ns = self.namespace(event)
         report = self.store.recall_report(
-            query, namespace=ns, limit=PRETOOL_LIMIT, include_global=True, no_bump=True
+            query,
+            namespace=ns,
+            limit=PRETOOL_LIMIT,
+            include_global=True,
+            no_bump=True,
+            telemetry=False,
         )
         report.hits = [h for h in report.hits if h.memory.type in PRETOOL_TYPES]
         d = self._decide(report, session=False)
@@ -235,10 +250,11 @@ class Hooks:
                 limit=PROMPT_LIMIT,
                 include_global=True,
                 no_bump=True,
+                telemetry=False,
             )
         else:
             report = self.store.recent(
-                namespace=ns, limit=RECENT_LIMIT, include_global=True, no_bump=True
+                namespace=ns, limit=RECENT_LIMIT, include_global=True, no_bump=True, telemetry=False
             )
         d = self._decide(report, session=True)
         if d.reason != "injected":
