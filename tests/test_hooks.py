@@ -422,3 +422,27 @@ def test_only_rows_the_model_reads_get_a_surface_event(run_cli, store_path, repo
         assert s.get(shown).surfaced_count == 1
         assert s.get(held).surfaced_count == 0  # below the gate-none floor: never shown
         assert s.get(shown).retrieval_count == 0  # passive: no retrieval bump
+
+
+def test_the_in_process_fallback_answers_lexically(monkeypatch, store_path, repo):
+    """A cold hook must not pay the model load on the prompt: it recalls lexically while the
+    resident process (which recalls hybrid) starts."""
+    from zmem.hosts import events, verbs
+
+    seed(store_path)
+    seen = []
+    real = verbs.Hooks.prompt_submit
+
+    def spy(self, event):
+        out = real(self, event)
+        seen.append(self.hybrid)
+        return out
+
+    monkeypatch.setattr(verbs.Hooks, "prompt_submit", spy)
+    ev = events.normalize(
+        "claude",
+        "UserPromptSubmit",
+        json.loads(payload("claude", "UserPromptSubmit", repo, prompt="pytest before git push?")),
+    )
+    outcome = client._in_process(ev)
+    assert seen == [False] and outcome.reason == "injected"

@@ -205,7 +205,7 @@ def _in_process(ev: events.HookEvent) -> events.Outcome:
     from zmem.config import load_settings
     from zmem.hosts.verbs import Hooks
 
-    hooks = Hooks(load_settings())
+    hooks = Hooks(load_settings(), hybrid=False)  # see Hooks.hybrid: lexical when cold
     try:
         return hooks.run(ev)
     finally:

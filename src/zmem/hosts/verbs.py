@@ -47,10 +47,16 @@ class Decision:
 class Hooks:
     """Verbs over one open store; the resident process keeps one of these per data dir."""
 
-    def __init__(self, settings: Settings, store: MemoryStore | None = None):
+    def __init__(
+        self, settings: Settings, store: MemoryStore | None = None, *, hybrid: bool | None = None
+    ):
         self.settings = settings
         self.data_dir = settings.data_dir
         self._store = store
+        # None: hybrid when the store can embed (the resident process, model loaded once).
+        # False: the one-shot in-process fallback, which must not pay the ~0.4 s model load
+        # on a prompt; it answers lexically while the resident process starts.
+        self.hybrid = hybrid
 
     @property
     def store(self) -> MemoryStore:
@@ -172,6 +178,7 @@ class Hooks:
             limit=PROMPT_LIMIT,
             include_global=True,
             no_bump=True,
+            hybrid=self.hybrid,
             telemetry=False,
         )
         d = self._decide(report, session=False)
@@ -222,6 +229,7 @@ class Hooks:
             limit=PRETOOL_LIMIT,
             include_global=True,
             no_bump=True,
+            hybrid=self.hybrid,
             telemetry=False,
         )
         report.hits = [h for h in report.hits if h.memory.type in PRETOOL_TYPES]
@@ -250,6 +258,7 @@ class Hooks:
                 limit=PROMPT_LIMIT,
                 include_global=True,
                 no_bump=True,
+                hybrid=self.hybrid,
                 telemetry=False,
             )
         else:
