@@ -59,6 +59,7 @@ class MemoryStore(RecallMixin):
         self.schema_version = schema_version
         self._embedder = load_embedder(settings.embed_profile, settings.data_dir)
         self._vec_ready = False
+        self._vec_checked: int | None = None  # data_version at the last committed-dim check
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -135,6 +136,11 @@ class MemoryStore(RecallMixin):
         if vector is None or not self._vec_ready:
             # No sqlite-vec here: the row still keeps its vector, reembed indexes it later.
             return vector
+        # Only another process can change the committed dimension; while the file's data
+        # version is the one last checked, the index is known good (3 queries saved per add).
+        version = vectors.data_version(self._conn)
+        if version == self._vec_checked:
+            return vector
         profile = self.settings.embed_profile
         dim = PROFILE_DIMS[profile]
         _, committed_dim = vectors.committed(self._conn)
@@ -142,6 +148,7 @@ class MemoryStore(RecallMixin):
             return None
         if committed_dim is None or not vectors.table_exists(self._conn):
             vectors.create(self._conn, profile, dim)
+        self._vec_checked = version
         return vector
 
     def _run_pending_backfills(self) -> None:

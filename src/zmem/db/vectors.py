@@ -55,6 +55,12 @@ def available(conn: apsw.Connection) -> bool:
     return True
 
 
+def data_version(conn: apsw.Connection) -> int:
+    """Changes whenever ANOTHER connection commits to the file (SQLite's own counter): a
+    cheap way to know that meta read earlier may be stale."""
+    return conn.execute("PRAGMA data_version").fetchone()[0]
+
+
 def table_exists(conn: apsw.Connection) -> bool:
     row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (TABLE,)).fetchone()
     return row is not None
