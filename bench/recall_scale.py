@@ -176,14 +176,15 @@ def add_vectors(lexical: Path, path: Path, seed: int) -> None:
     rows = conn.execute(
         "SELECT rid, namespace FROM memory WHERE superseded_at IS NULL ORDER BY rid"
     ).fetchall()
-    matrix = rng.standard_normal((len(rows), 384)).astype(np.float32)
-    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     with conn:
         vectors.drop(conn)
         vectors.create(conn, "minilm", 384)
         for start in range(0, len(rows), 20_000):
             chunk = rows[start : start + 20_000]
-            blobs = [matrix[start + i].astype("<f4").tobytes() for i in range(len(chunk))]
+            # Generated per chunk: a 1M x 384 matrix at once would take 1.5 GB of memory.
+            matrix = rng.standard_normal((len(chunk), 384)).astype(np.float32)
+            matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+            blobs = [matrix[i].astype("<f4").tobytes() for i in range(len(chunk))]
             conn.executemany(
                 "UPDATE memory SET embedding = ?, embedding_model = 'all-MiniLM-L6-v2' "
                 "WHERE rid = ?",

@@ -54,7 +54,7 @@ def main() -> int:
     args = ap.parse_args()
     sizes_write = "1000,10000" if args.quick else "1000,10000,100000"
     sizes_recall = "10000" if args.quick else "10000,100000,1000000"
-    sizes_hybrid = "10000" if args.quick else "10000,100000"
+    sizes_hybrid = "10000" if args.quick else "10000,100000,1000000"
     sections: list[str] = []
     failures = 0
     with tempfile.TemporaryDirectory(prefix="zmem-bench-") as tmp:
