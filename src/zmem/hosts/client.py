@@ -155,7 +155,7 @@ def _via_daemon(
     )
 
 
-def _answers(path: Path) -> bool:
+def answers(path: Path) -> bool:
     """A resident process listens on this socket. A socket file left by a killed process must
     not block a new one for good (every hook would then pay the full in-process start)."""
     if not path.exists():
@@ -171,7 +171,7 @@ def _answers(path: Path) -> bool:
 
 def spawn_daemon(ddir: Path) -> None:
     """Start the resident process detached, at most once per grace period."""
-    if not _flag("ZMEM_HOOK_DAEMON") or _answers(ddir / SOCKET_NAME):
+    if not _flag("ZMEM_HOOK_DAEMON") or answers(ddir / SOCKET_NAME):
         return
     stamp = ddir / "zmem-hookd.starting"
     try:

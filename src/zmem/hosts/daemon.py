@@ -29,16 +29,6 @@ def _idle_seconds() -> float:
         return DEFAULT_IDLE_S
 
 
-def _alive(path: Path) -> bool:
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(0.5)
-            s.connect(str(path))
-        return True
-    except OSError:
-        return False
-
-
 class Resident:
     def __init__(self, data_dir: Path):
         self.data_dir = data_dir
@@ -83,7 +73,7 @@ class Resident:
 
     def serve(self) -> None:
         if self.path.exists():
-            if _alive(self.path):
+            if client.answers(self.path):
                 return  # another resident process already serves this data dir
             self.path.unlink(missing_ok=True)
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -14,31 +14,22 @@ if TYPE_CHECKING:
 HOSTS = ("claude", "codex", "zcode")
 
 # Events each host can send, spelled as the host spells them (Claude's spelling is canonical).
+# Claude Code and Codex send the same eight events.
+_CLAUDE_CODEX_EVENTS = frozenset(
+    {
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "Stop",
+        "PreCompact",
+        "SubagentStart",
+        "SessionEnd",
+    }
+)
 HOST_EVENTS: dict[str, frozenset[str]] = {
-    "claude": frozenset(
-        {
-            "SessionStart",
-            "UserPromptSubmit",
-            "PreToolUse",
-            "PostToolUse",
-            "Stop",
-            "PreCompact",
-            "SubagentStart",
-            "SessionEnd",
-        }
-    ),
-    "codex": frozenset(
-        {
-            "SessionStart",
-            "UserPromptSubmit",
-            "PreToolUse",
-            "PostToolUse",
-            "Stop",
-            "PreCompact",
-            "SubagentStart",
-            "SessionEnd",
-        }
-    ),
+    "claude": _CLAUDE_CODEX_EVENTS,
+    "codex": _CLAUDE_CODEX_EVENTS,
     # ZCode supports exactly seven events (spec, inject surface parity); PermissionRequest and
     # PostToolUseFailure exist there but ZMem has nothing to do on them.
     "zcode": frozenset(
