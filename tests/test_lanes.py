@@ -65,6 +65,6 @@ def test_broad_entities_leave_the_entity_lane(store, monkeypatch):
     plan = QueryPlan("docker kubectl")
     assert len(EntityLane().run(conn, plan, scope, 50).ranked) == 6
     monkeypatch.setattr(lanes, "ENTITY_BROAD_LINKS", 3)
-    narrow = EntityLane().run(conn, plan, scope, 50)
+    narrow = EntityLane().run(conn, QueryPlan("docker kubectl"), scope, 50)  # a new recall
     assert len(narrow.ranked) == 1  # only the kubectl row: docker links 6 rows > 3
     assert EntityLane().run(conn, QueryPlan("docker"), scope, 50).ranked == []

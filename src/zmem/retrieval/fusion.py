@@ -67,31 +67,24 @@ def popularity(retrieval_count: int) -> float:
 AGREEMENT_BONUS = 0.5
 
 
-def lane_evidence(natives: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    """How well each lane explains the query as a whole: the best coverage of the query's words
-    by one lexical match, the best rescaled cosine, the best entity share."""
-    out = {"fts": 0.0, "vector": 0.0, "entity": 0.0}
-    for n in natives:
-        out["fts"] = max(out["fts"], n.get("coverage", 0.0))
-        out["vector"] = max(out["vector"], n.get("vector", 0.0))
-        out["entity"] = max(out["entity"], n.get("entity", 0.0))
-    return out
+def query_coverage(natives: Iterable[Mapping[str, float]]) -> float:
+    """E, the query-type signal: the best share of the query's words one lexical row holds."""
+    return max((n.get("coverage", 0.0) for n in natives), default=0.0)
 
 
-def relevance(native: Mapping[str, float], evidence: Mapping[str, float] | None = None) -> float:
+def relevance(native: Mapping[str, float], e: float) -> float:
     """The relevance part of the composite, from each lane's calibrated 0..1 evidence.
 
-    `E` = the best coverage of the query's words by any lexical match: a query-type signal.
-    When some row holds most of the words (E near 1: a name, an error string, a tool), words
-    are the evidence: a lexical row counts fully and the dense lane only fills in (weight
-    1 - E^2). When no row does (E low: a paraphrase), a lexical row counts by its own coverage
-    and meaning takes over. Rows found by both lanes get the agreement bonus. Dev sets and the
-    variants tried are in docs/benchmarks.md."""
+    `e` (query_coverage) is the best coverage of the query's words by one lexical match: a
+    query-type signal. When some row holds most of the words (e near 1: a name, an error
+    string, a tool), words are the evidence: a lexical row counts fully and the dense lane only
+    fills in (weight 1 - e^2). When no row does (e low: a paraphrase), a lexical row counts by
+    its own coverage and meaning takes over. Rows found by both lanes get the agreement bonus.
+    Dev sets and the variants tried are in docs/benchmarks.md."""
     lex = native.get("fts", 0.0)
     cov = native.get("coverage", 0.0)
     dense = native.get("vector", 0.0)
     ent = native.get("entity", 0.0)
-    e = (evidence or {}).get("fts", 1.0)
     # Squared: a query half of whose words one row holds is still mostly a words query (the
     # linear gate gave dense rows too much say there; see docs/benchmarks.md).
     lexical = lex * (cov + (1.0 - cov) * e * e)

@@ -29,6 +29,7 @@ class QueryPlan:
     vector: bytes | None = None  # the query's embedding (float32 LE), when the vector lane runs
     # Cosine below the first value is noise; at the second the match is as strong as it gets.
     similarity_scale: tuple[float, float] = (0.2, 0.55)
+    _narrow: list[str] | None = field(default=None, repr=False)
 
     @cached_property
     def terms(self) -> list[str]:
@@ -38,6 +39,15 @@ class QueryPlan:
     def similarity_terms(self) -> list[str]:
         # The stored token form (content_norm) drops polarity words; compare like with like.
         return [t for t in self.terms if t not in POLARITY_WORDS] or self.terms
+
+    def narrow_entities(self, conn: apsw.Connection) -> list[str]:
+        """The entities the query names, without the broad ones. Scope-free, so computed once
+        per recall, not once per tier."""
+        if self._narrow is None:
+            entity_ids = db.matched_entities(conn, self.aliases)
+            breadth = db.entity_breadth(conn, entity_ids, ENTITY_BROAD_LINKS)
+            self._narrow = [e for e in entity_ids if breadth[e] <= ENTITY_BROAD_LINKS]
+        return self._narrow
 
     @cached_property
     def aliases(self) -> list[str]:
@@ -128,9 +138,7 @@ class EntityLane:
         aliases = plan.aliases
         if not aliases or depth <= 0:
             return out
-        entity_ids = db.matched_entities(conn, aliases)
-        breadth = db.entity_breadth(conn, entity_ids, ENTITY_BROAD_LINKS)
-        narrow = [e for e in entity_ids if breadth[e] <= ENTITY_BROAD_LINKS]
+        narrow = plan.narrow_entities(conn)
         rows = db.entity_lane(conn, narrow, scope, depth)
         matched = len(narrow)
         for rid, n, entity_ids in rows:

@@ -167,7 +167,7 @@ def _run_tier(
         if "fts" in native:
             native["coverage"] = fusion.coverage(plan.similarity_terms, cand.content_norm.split())
         natives[rid] = native
-    evidence = fusion.lane_evidence(natives.values())
+    e = fusion.query_coverage(natives.values())
 
     scored: dict[int, tuple[float, float, float, bool]] = {}  # rid -> score, rel, conf, stale
     for rid, cand in cands.items():
@@ -182,7 +182,7 @@ def _run_tier(
                 detail={"confidence": conf, "floor": floor, "stale_source": stale},
             )
             continue
-        rel = fusion.relevance(natives[rid], evidence)
+        rel = fusion.relevance(natives[rid], e)
         scored[rid] = (ctx.score(m, rel, conf), rel, conf, stale)
 
     order = sorted(scored, key=lambda rid: (-scored[rid][0], -fused[rid], -rid))
