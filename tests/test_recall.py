@@ -235,12 +235,19 @@ def test_stale_source_halves_confidence_and_can_drop_below_floor(store, tmp_path
 
 
 def test_contradiction_lowers_rank_through_trust(store):
+    # Three rows that match the query equally; contradicting two of them must rank the third,
+    # uncontested one first (trust scales the confidence part of the score).
     a = add(store, "integration tests need the docker daemon running")
     b = add(store, "integration tests need the podman socket running")
+    c = add(store, "integration tests need the vagrant box running")
+    plain = store.recall("integration tests running", namespace=NS, link_hops=0, no_mmr=True)
+    assert {h.id for h in plain} == {a, b, c}
     store.contradict(a, b, reason="two runtimes")
-    hits = store.recall("integration tests running", namespace=NS, link_hops=0)
-    assert {h.id for h in hits} == {a, b}
-    assert all(h.memory.trust_score == pytest.approx(0.9) for h in hits)
+    hits = store.recall("integration tests running", namespace=NS, link_hops=0, no_mmr=True)
+    assert hits[0].id == c
+    by_id = {h.id: h for h in hits}
+    assert by_id[a].memory.trust_score == pytest.approx(0.9)
+    assert by_id[a].score < by_id[c].score and by_id[b].score < by_id[c].score
 
 
 # ---- passive vs explicit ---------------------------------------------------------------------
