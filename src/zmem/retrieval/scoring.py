@@ -5,6 +5,7 @@ score of a row, and the passive-surface safety test."""
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 
 import apsw
 
@@ -20,9 +21,16 @@ def row_injection_risk(m: Memory) -> bool:
     # Re-classified at read time: a row stored before a pattern existed is still caught. Tags
     # and the source ref reach the reader too (entity names, the provenance line), so they
     # are classified with the content.
-    if INJECTION_TAG in m.tags or is_injection_risk(m.content):
+    return INJECTION_TAG in m.tags or _risky(m.content, m.tags, m.source_ref)
+
+
+@lru_cache(maxsize=4096)
+def _risky(content: str, tags: tuple[str, ...], source_ref: str | None) -> bool:
+    # Memoised: a passive read checks a row for the filter and again for its Hit, and a warm
+    # resident process sees the same rows prompt after prompt.
+    if is_injection_risk(content):
         return True
-    extra = " ".join((*m.tags, m.source_ref or ""))
+    extra = " ".join((*tags, source_ref or ""))
     return bool(extra.strip()) and is_injection_risk(extra)
 
 
