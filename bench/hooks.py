@@ -69,7 +69,8 @@ def run_hook(env: dict[str, str], cwd: Path, prompt: str) -> float:
     payload = json.dumps({"session_id": "bench", "cwd": str(cwd), "prompt": prompt})
     t0 = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, str(LAUNCHER), "UserPromptSubmit", "--host", "claude"],
+        # -S: as the hosts' launch commands run it
+        [sys.executable, "-S", str(LAUNCHER), "UserPromptSubmit", "--host", "claude"],
         input=payload.encode(),
         capture_output=True,
         env=env,

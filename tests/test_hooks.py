@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -350,16 +349,112 @@ def test_resident_process_answers(resident, repo, isolated_env):
     assert "via=daemon" in log_lines(isolated_env)[-1]
 
 
-def test_stale_build_is_refused_and_the_process_exits(resident):
-    proc, sock = resident
-    with socket.socket(socket.AF_UNIX) as s:
-        s.connect(str(sock))
-        s.sendall(json.dumps({"v": client.PROTOCOL, "build": "old", "env": ""}).encode())
-        s.shutdown(socket.SHUT_WR)
-        reply = json.loads(s.recv(65536))
-    assert reply == {"ok": False, "why": "build"}
-    assert proc.wait(timeout=10) == 0
-    assert not sock.exists()
+def test_warm_hook_runs_as_hosts_run_it_and_imports_almost_nothing(resident, repo, isolated_env):
+    """The launchers run `python -S`; answered by the resident process, the hook must load no
+    module beyond those built into the interpreter and its own two files."""
+    done = subprocess.run(
+        [sys.executable, "-S", "-X", "importtime", str(LAUNCHER), "UserPromptSubmit"]
+        + ["--host", "claude"],
+        input=payload("claude", "UserPromptSubmit", repo).encode(),
+        capture_output=True,
+        env=dict(os.environ),
+        timeout=30,
+    )
+    assert done.returncode == 0
+    assert "pytest -x" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "via=daemon" in log_lines(isolated_env)[-1]
+    loaded = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in done.stderr.decode().splitlines()
+        if line.startswith("import time:") and "imported package" not in line
+    }
+    startup = subprocess.run(
+        [sys.executable, "-S", "-X", "importtime", "-c", "pass"], capture_output=True
+    ).stderr.decode()
+    baseline = {line.rsplit("|", 1)[-1].strip() for line in startup.splitlines()}
+    import _imp
+
+    extra = {m.lstrip() for m in loaded - baseline}
+    # Built in or frozen into the interpreter (no file is read), or one of the two small C
+    # extensions the wire needs.
+    compiled_in = {m for m in extra if m in sys.builtin_module_names or _imp.is_frozen(m)}
+    assert extra - compiled_in == {"zmem.hosts", "zmem.hosts.wire", "_socket", "_json"}, extra
+
+
+def _copy_package(tmp_path: Path) -> Path:
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(
+        ROOT / "src" / "zmem", src / "zmem", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return src
+
+
+def test_a_resident_process_running_old_code_hands_over(tmp_path, isolated_env, store_path):
+    """Edit the code under a running resident process: its next request is refused (the hook
+    then runs in-process) and the process exits so a fresh one can start."""
+    from zmem.hosts import wire
+
+    seed(store_path)
+    src = _copy_package(tmp_path)
+    data = isolated_env / "data"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zmem.hosts.daemon", str(data)],
+        env=dict(os.environ, ZMEM_HOOK_DAEMON="1", PYTHONPATH=str(src)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        sock = data / wire.SOCKET_NAME
+        for _ in range(200):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        pkg = str((src / "zmem").resolve())
+        ask = {"prompt": "pytest before git push?", "session_id": "s", "cwd": str(tmp_path)}
+        request = wire.encode_request("claude", "UserPromptSubmit", pkg, json.dumps(ask).encode())
+        assert wire.ask(str(sock), request, 10.0)[0] == wire.ANSWERED
+        other = wire.encode_request("claude", "UserPromptSubmit", str(ROOT / "src" / "zmem"), b"")
+        assert wire.ask(str(sock), other, 10.0) == (wire.REFUSED, b"pkg")
+        edited = src / "zmem" / "hosts" / "verbs.py"
+        st = edited.stat()
+        os.utime(edited, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        assert wire.ask(str(sock), request, 10.0) == (wire.REFUSED, b"build")
+        assert proc.wait(timeout=10) == 0
+        assert not sock.exists()
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_the_resident_process_never_reuses_a_previous_requests_host_env(
+    isolated_env, store_path, tmp_path, monkeypatch
+):
+    """Host variables (plugin root, project dir) are per request: one hook's must not leak
+    into the next hook's answer."""
+    from zmem.hosts import daemon, wire
+
+    seed(store_path)
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", "/left/over")
+    resident = daemon.Resident(isolated_env / "data")
+    try:
+        pkg = resident.pkg
+        stop = json.dumps({"session_id": "s"}).encode()
+        with_dir = dict(os.environ, CLAUDE_PROJECT_DIR=str(tmp_path))
+        reply = resident.handle(wire.encode_request("claude", "Stop", pkg, stop, with_dir))
+        assert reply.startswith(b"ok\tskipped\n")
+        assert os.environ["CLAUDE_PROJECT_DIR"] == str(tmp_path)
+        without = {k: v for k, v in os.environ.items() if k != "CLAUDE_PROJECT_DIR"}
+        resident.handle(wire.encode_request("claude", "Stop", pkg, stop, without))
+        assert "CLAUDE_PROJECT_DIR" not in os.environ
+        assert resident.handle(b"garbage") == b"no\tprotocol\n"
+        bad_env = dict(os.environ, ZMEM_INJECT_FLOOR_PROMPT="0.9")
+        assert resident.handle(wire.encode_request("claude", "Stop", pkg, stop, bad_env)) == (
+            b"no\tenv\n"
+        )
+    finally:
+        resident.hooks.close()
 
 
 def test_settings_mismatch_falls_back_in_process(resident, repo, isolated_env):

@@ -13,21 +13,17 @@ import time
 import zlib
 from pathlib import Path
 
-from zmem.hosts import emit, events, opsring
+from zmem.hosts import emit, events, opsring, wire
 
 # typing costs the hook client ~2.5 ms to import; the names are for annotations only.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
-PROTOCOL = 1
 LOG_NAME = "zmem-bg.log"
-SOCKET_NAME = "zmem-hookd.sock"
+SOCKET_NAME = wire.SOCKET_NAME
 LOG_MAX_BYTES = 1 << 20
-# Seconds before the hook gives up and fails open (prints nothing). Claude's own default for
-# UserPromptSubmit is 30 s; a memory hook must cost far less than that.
-DEADLINES = {"SessionStart": 8.0, "SubagentStart": 4.0}
-DEFAULT_DEADLINE = 3.0
 SPAWN_GRACE_S = 30.0
 # Events that never need the store: nothing to do but log.
 _NO_WORK = frozenset({"Stop", "PreCompact", "SessionEnd", "PermissionRequest"})
@@ -37,20 +33,16 @@ _BUILD_FILES = ("hosts", "retrieval", "store.py", "reading.py", "config.py", "mo
 
 
 def data_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
-    return Path(env.get("ZMEM_DATA", "").strip() or "~/.zmem").expanduser()
+    return Path(wire.data_dir_path(env))
 
 
 def _flag(name: str, default: bool = True) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if raw in ("0", "false", "no", "off"):
-        return False
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    return default
+    return wire.flag(name, default)
 
 
 def build_id() -> str:
-    """Identifies the code a process runs: the client and the resident process must agree."""
+    """Identifies the code a process runs: the resident process compares it with the code on
+    disk before each answer, and hands over to a fresh process when they differ."""
     parts = [str(_PKG)]
     for name in _BUILD_FILES:
         path = _PKG / name
@@ -61,26 +53,9 @@ def build_id() -> str:
                 parts.append(f"{p.name}:{st.st_mtime_ns}:{st.st_size}")
         except OSError:
             parts.append(name)
-    return _digest(";".join(parts))
-
-
-def _digest(text: str) -> str:
-    # A change detector, not a security check: crc32 needs zlib (already loaded by the
-    # interpreter) where hashlib costs the hook client ~3 ms of imports on every prompt.
-    data = text.encode()
+    # A change detector, not a security check: crc32 and adler32 need only zlib.
+    data = ";".join(parts).encode()
     return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}{len(data):x}"
-
-
-def env_key() -> str:
-    """The ZMEM_* settings a request depends on (the resident process refuses a mismatch)."""
-    items = sorted((k, v) for k, v in os.environ.items() if k.startswith("ZMEM_"))
-    items = [(k, v) for k, v in items if not k.startswith("ZMEM_HOOK")]
-    return _digest(json.dumps(items))
-
-
-def request_env() -> dict[str, str]:
-    keys = ("CLAUDE_PLUGIN_ROOT", "PLUGIN_ROOT", "ZMEM_PLUGIN_ROOT", "CLAUDE_PROJECT_DIR")
-    return {k: os.environ[k] for k in keys if k in os.environ}
 
 
 def log_line(ddir: Path, host: str, event: str, reason: str, fields: dict[str, Any]) -> None:
@@ -104,55 +79,6 @@ def log_line(ddir: Path, host: str, event: str, reason: str, fields: dict[str, A
                 os.replace(path, ddir / (LOG_NAME + ".1"))
     except OSError:
         pass  # logging must never fail a hook
-
-
-def _deadline(event: str) -> float:
-    raw = os.environ.get("ZMEM_HOOK_DEADLINE_MS", "").strip()
-    try:
-        if raw:
-            return max(0.05, float(raw) / 1000)
-    except ValueError:
-        pass
-    return DEADLINES.get(event, DEFAULT_DEADLINE)
-
-
-def _via_daemon(
-    ddir: Path, ev: events.HookEvent, payload: dict[str, Any], timeout: float
-) -> events.Outcome | None:
-    path = ddir / SOCKET_NAME
-    if not _flag("ZMEM_HOOK_DAEMON") or not path.exists():
-        return None
-    req = {
-        "v": PROTOCOL,
-        "build": build_id(),
-        "env": env_key(),
-        "host": ev.host,
-        "event": ev.name,
-        "payload": payload,
-        "request_env": request_env(),
-    }
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(str(path))
-            s.sendall(json.dumps(req).encode() + b"\n")
-            s.shutdown(socket.SHUT_WR)
-            chunks = []
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        reply = json.loads(b"".join(chunks) or b"{}")
-    except (OSError, ValueError):
-        return None
-    if not isinstance(reply, dict) or not reply.get("ok"):
-        return None
-    ctx = reply.get("context")
-    fields = reply.get("fields") if isinstance(reply.get("fields"), dict) else {}
-    return events.Outcome(
-        ctx if isinstance(ctx, str) else None, str(reply.get("reason", "error")), fields
-    )
 
 
 def answers(path: Path) -> bool:
@@ -212,26 +138,50 @@ def _in_process(ev: events.HookEvent) -> events.Outcome:
         hooks.close()
 
 
-def run(host: str, event_name: str, raw: str) -> tuple[str, str]:
-    """(stdout, log reason). Never raises."""
+def run(host: str, event_name: str, raw: str, ask_daemon: bool = True) -> tuple[str, str]:
+    """(stdout, log reason). Never raises. The resident process answers when one listens and
+    runs this code with these settings; otherwise the verb runs here, under the deadline."""
     t0 = time.monotonic()
     ddir = data_dir()
-    fields: dict[str, Any] = {}
-    reason = "error"
-    out = ""
     try:
-        out, reason, fields = _run(host, event_name, raw, ddir, t0)
+        state, body = _ask_resident(host, event_name, raw, ddir) if ask_daemon else (None, b"")
+        if state == wire.ANSWERED:
+            return body.decode("utf-8", "replace"), "daemon"  # the resident process logged it
+        if state == wire.TIMED_OUT:
+            out, reason, fields = "", "timeout", {"via": "daemon"}
+        else:
+            out, reason, fields = respond(host, event_name, raw, ddir, t0, _run_here)
     except Exception as exc:  # a hook must never fail its host
-        fields = {"error": type(exc).__name__}
-        out, reason = "", "error"
+        out, reason, fields = "", "error", {"error": type(exc).__name__}
     fields["ms"] = int((time.monotonic() - t0) * 1000)
     log_line(ddir, host, event_name, reason, fields)
     return out, reason
 
 
-def _run(
-    host: str, event_name: str, raw: str, ddir: Path, t0: float
+def _ask_resident(host: str, event_name: str, raw: str, ddir: Path) -> tuple[str, bytes]:
+    if not _flag("ZMEM_HOOK_DAEMON"):
+        return wire.REFUSED, b"disabled"
+    request = wire.encode_request(host, event_name, str(_PKG), raw.encode())
+    return wire.ask(str(ddir / SOCKET_NAME), request, wire.deadline(event_name))
+
+
+def _run_here(ev: events.HookEvent, t0: float) -> tuple[events.Outcome | None, str]:
+    if ev.name in ("SessionStart", "UserPromptSubmit"):
+        spawn_daemon(data_dir())
+    return _with_deadline(ev, wire.deadline(ev.name) - (time.monotonic() - t0)), "inproc"
+
+
+def respond(
+    host: str,
+    event_name: str,
+    raw: str,
+    ddir: Path,
+    t0: float,
+    execute: Callable[[events.HookEvent, float], tuple[events.Outcome | None, str]],
 ) -> tuple[str, str, dict[str, Any]]:
+    """One hook event from raw stdin to (stdout, reason, log fields), shared by this process
+    and the resident one; `execute` runs a verb that needs the store, returning (outcome or
+    None on timeout, via)."""
     if host not in events.HOSTS or event_name not in events.HOST_EVENTS[host]:
         return "", "skipped", {"error": "unknown-host-or-event"}
     try:
@@ -251,16 +201,9 @@ def _run(
         return "", "skipped", {}
     if event_name == "UserPromptSubmit" and not (ev.prompt or "").strip():
         return "", "skipped", {}
-    limit = _deadline(event_name)
-    outcome = _via_daemon(ddir, ev, payload, limit)
-    via = "daemon"
+    outcome, via = execute(ev, t0)
     if outcome is None:
-        via = "inproc"
-        if event_name in ("SessionStart", "UserPromptSubmit"):
-            spawn_daemon(ddir)
-        outcome = _with_deadline(ev, limit - (time.monotonic() - t0))
-        if outcome is None:
-            return "", "timeout", {"via": via}
+        return "", "timeout", {"via": via}
     fields = dict(outcome.fields)
     fields["via"] = via
     return emit.render(host, event_name, outcome.context), outcome.reason, fields
@@ -302,14 +245,16 @@ def parse_argv(argv: list[str]) -> tuple[str, str]:
     return event, host
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Process entry (the launchers): always exit 0, never wait for a stuck verb."""
+def main(argv: list[str] | None = None, raw: bytes | None = None, ask_daemon: bool = True) -> None:
+    """Process entry (the launchers): always exit 0, never wait for a stuck verb. The launcher
+    passes stdin it already read and whether the resident process was already asked."""
     event, host = parse_argv(sys.argv[1:] if argv is None else argv)
-    try:
-        raw = sys.stdin.buffer.read().decode("utf-8", errors="replace")
-    except (OSError, ValueError):
-        raw = ""
-    out, reason = run(host, event, raw)
+    if raw is None:
+        try:
+            raw = sys.stdin.buffer.read()
+        except (OSError, ValueError):
+            raw = b""
+    out, reason = run(host, event, raw.decode("utf-8", errors="replace"), ask_daemon)
     try:
         if out:
             sys.stdout.write(out)

@@ -1,20 +1,19 @@
 """The warm resident process: one per data dir, listening on <data>/zmem-hookd.sock, holding
 the open store and the loaded embedder so a prompt hook costs a socket round trip instead of an
-interpreter start plus imports plus model load. It refuses requests from a client running
-different code (build id) or settings (ZMEM_* hash), and exits when idle."""
+interpreter start plus imports plus model load. It answers only clients of the same install
+with the same ZMEM_* settings, hands over to a fresh process when its code changes on disk, logs
+each decision as the client would, and exits when idle."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from zmem.config import load_settings
-from zmem.hosts import client, events
+from zmem.hosts import client, events, wire
 from zmem.hosts.verbs import Hooks
 
 DEFAULT_IDLE_S = 900.0
@@ -33,8 +32,9 @@ class Resident:
     def __init__(self, data_dir: Path):
         self.data_dir = data_dir
         self.path = data_dir / client.SOCKET_NAME
+        self.pkg = str(client._PKG)
         self.build = client.build_id()
-        self.env = client.env_key()
+        self.env = wire.settings_items()
         self.hooks = Hooks(load_settings())
         self.stale = False
 
@@ -43,33 +43,44 @@ class Resident:
         # the lazily imported modules are loaded before the first real prompt.
         self.hooks.store.recall_report("warm up", telemetry=False, no_bump=True)
 
-    def handle(self, raw: bytes) -> dict[str, Any]:
-        try:
-            req = json.loads(raw)
-        except ValueError:
-            return {"ok": False, "why": "bad-request"}
-        if not isinstance(req, dict) or req.get("v") != client.PROTOCOL:
-            return {"ok": False, "why": "protocol"}
-        if req.get("build") != self.build:
+    def handle(self, raw: bytes) -> bytes:
+        """One request to one reply; the decision is logged here, as the client would."""
+        t0 = time.monotonic()
+        decoded = wire.decode_request(raw)
+        if decoded is None:
+            return wire.encode_refusal("protocol")
+        header, payload = decoded
+        if header.get("pkg") != self.pkg:
+            return wire.encode_refusal("pkg")  # another install shares this data dir
+        if client.build_id() != self.build:
             self.stale = True  # the code changed under us: let a fresh process take over
-            return {"ok": False, "why": "build"}
-        if req.get("env") != self.env:
-            return {"ok": False, "why": "env"}
-        for key, value in (req.get("request_env") or {}).items():
-            if key in ("CLAUDE_PLUGIN_ROOT", "PLUGIN_ROOT", "ZMEM_PLUGIN_ROOT"):
-                os.environ[key] = str(value)
+            return wire.encode_refusal("build")
+        if header.get("env") != self.env:
+            return wire.encode_refusal("env")
+        forwarded = header.get("request_env")
+        forwarded = forwarded if isinstance(forwarded, dict) else {}
+        for key in wire.REQUEST_ENV_KEYS:  # this request's, never a previous one's
+            if isinstance(forwarded.get(key), str):
+                os.environ[key] = forwarded[key]
+            else:
+                os.environ.pop(key, None)
+        host, event = str(header.get("host")), str(header.get("event"))
         try:
-            ev = events.normalize(str(req.get("host")), str(req.get("event")), req.get("payload"))
-            out = self.hooks.run(ev)
+            out, reason, fields = client.respond(
+                host, event, payload.decode("utf-8", "replace"), self.data_dir, t0, self._execute
+            )
         except Exception as exc:
+            out, reason, fields = "", "error", {"error": type(exc).__name__, "via": "daemon"}
+        fields["ms"] = int((time.monotonic() - t0) * 1000)
+        client.log_line(self.data_dir, host, event, reason, fields)
+        return wire.encode_reply(reason, out)
+
+    def _execute(self, ev: events.HookEvent, t0: float) -> tuple[events.Outcome | None, str]:
+        try:
+            return self.hooks.run(ev), "daemon"
+        except Exception:
             self.hooks.close()  # reopen on the next request (the file may have been replaced)
-            return {
-                "ok": True,
-                "context": None,
-                "reason": "error",
-                "fields": {"error": type(exc).__name__},
-            }
-        return {"ok": True, "context": out.context, "reason": out.reason, "fields": out.fields}
+            raise
 
     def serve(self) -> None:
         if self.path.exists():
@@ -117,8 +128,7 @@ class Resident:
                     break
                 chunks.append(chunk)
                 size += len(chunk)
-            reply = self.handle(b"".join(chunks))
-            conn.sendall(json.dumps(reply, ensure_ascii=False).encode())
+            conn.sendall(self.handle(b"".join(chunks)))
         except OSError:
             pass
 
