@@ -541,3 +541,24 @@ def test_the_in_process_fallback_answers_lexically(monkeypatch, store_path, repo
     )
     outcome = client._in_process(ev)
     assert seen == [False] and outcome.reason == "injected"
+
+
+def test_a_legacy_namespace_in_the_migration_map_is_recalled_under_the_canonical_key(
+    run_cli, store_path, repo, monkeypatch
+):
+    with MemoryStore.open(store_path) as s:
+        s.add(
+            "Run the flaky integration suite with --reruns 2 in this repo.",
+            namespace="project:oldname",
+            type="lesson",
+            signal="test",
+        )
+    monkeypatch.setenv("ZMEM_NS_MIGRATION_MAP", json.dumps({"project:oldname": str(repo)}))
+    ask = payload("claude", "UserPromptSubmit", repo, prompt="how do I run the integration suite")
+    assert "--reruns 2" in hook(run_cli, "claude", "UserPromptSubmit", ask)
+    with MemoryStore.open(store_path) as s:
+        assert "project:oldname" in s.namespace_set(REMOTE_NS)
+        before = s.namespace_set(REMOTE_NS)
+    assert "--reruns 2" in hook(run_cli, "claude", "UserPromptSubmit", ask)
+    with MemoryStore.open(store_path) as s:
+        assert s.namespace_set(REMOTE_NS) == before  # recorded once, not once per prompt

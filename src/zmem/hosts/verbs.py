@@ -89,10 +89,12 @@ class Hooks:
     def namespace(self, event: HookEvent) -> str:
         ns = namespace.derive(event.cwd or os.environ.get("CLAUDE_PROJECT_DIR"))
         legacy = namespace.migration_pairs(self.settings.ns_migration_map, ns)
-        alias = getattr(self.store, "alias_namespace", None)  # see docs/hosts.md
-        if legacy and alias is not None:
+        if legacy:
+            # Checked first: recording an alias is a write, and this runs on every prompt.
+            known = set(self.store.namespace_set(ns))
             for old in legacy:
-                alias(old, ns)
+                if old not in known:
+                    self.store.alias_namespace(old, ns)
         return ns
 
     def _decide(self, report: Any, *, session: bool) -> Decision:
