@@ -12,7 +12,7 @@ import apsw
 from zmem import config
 from zmem.db import memories
 from zmem.db.connect import BUSY_TIMEOUT_MS, read_snapshot, transaction
-from zmem.embedding import PROFILE_SIMILARITY
+from zmem.embedding import PROFILE_DIMS, PROFILE_MODELS, PROFILE_SIMILARITY
 from zmem.models import Hit
 from zmem.retrieval import explain, pipeline
 from zmem.retrieval.explain import Verdict
@@ -23,6 +23,7 @@ from zmem.retrieval.query import is_change_intent
 
 if TYPE_CHECKING:
     from zmem.config import Settings
+    from zmem.retrieval.vector_cache import VectorCache
 
 
 PASSIVE_BUSY_TIMEOUT_MS = 50
@@ -35,6 +36,29 @@ class RecallMixin:
     settings: Settings
     _embedder: Any
     _vec_ready: bool
+    _vector_cache: VectorCache | None = None
+
+    # ---- the resident process's copy of the vector index ------------------------------------
+
+    def keep_vectors_in_memory(self) -> bool:
+        """For long-lived processes (the hooks' resident process): hold a copy of the vector
+        index in memory so a hybrid read's KNN is one matrix product, not a vec0 scan. After a
+        write by another process the copy is stale and reads use the index again; call this
+        between requests to rebuild it. True when a fresh copy is held; False when this store
+        reads no vectors."""
+        if not self._vec_ready:
+            return False
+        cache = self._vector_cache
+        if cache is None:
+            from zmem.retrieval.vector_cache import VectorCache
+
+            profile = self.settings.embed_profile
+            cache = VectorCache(self._conn, PROFILE_MODELS[profile], PROFILE_DIMS[profile])
+            self._vector_cache = cache
+        if not cache.fresh(self._conn):
+            with read_snapshot(self._conn):
+                cache.rebuild()
+        return True
 
     # ---- recall ----------------------------------------------------------------------------
 
@@ -207,6 +231,7 @@ class RecallMixin:
                 unfold=unfold,
                 vector=vector,
                 similarity_scale=PROFILE_SIMILARITY[self.settings.embed_profile],
+                vector_cache=self._vector_cache,
             )
 
     def _query_vector(self, text: str) -> bytes | None:

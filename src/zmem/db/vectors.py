@@ -18,6 +18,19 @@ PROFILE_KEY = "embedding_profile"
 DIM_KEY = "embedding_dim"
 TABLE = "memory_vec"
 MAX_K = 4096  # vec0 refuses a larger k
+# Bumped by every vector write, replace or drop in this process: an in-memory copy of the
+# index (retrieval.vector_cache) is stale once it moves. Other processes' writes show in
+# PRAGMA data_version instead.
+_generation = 0
+
+
+def generation() -> int:
+    return _generation
+
+
+def _changed() -> None:
+    global _generation
+    _generation += 1
 
 
 def extension_path() -> str | None:
@@ -75,6 +88,7 @@ def committed(conn: apsw.Connection) -> tuple[str | None, int | None]:
 
 def create(conn: apsw.Connection, profile: str, dim: int) -> None:
     """Create the index at `dim` and commit the store to `profile` (inside a transaction)."""
+    _changed()
     conn.execute(
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0("
         f"namespace text partition key, embedding float[{int(dim)}] distance_metric=cosine)"
@@ -91,12 +105,14 @@ def set_committed(conn: apsw.Connection, profile: str, dim: int) -> None:
 
 
 def drop(conn: apsw.Connection) -> None:
+    _changed()
     conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
 
 
 def put(conn: apsw.Connection, rid: int, namespace: str, blob: bytes) -> bool:
     """Index a live row's vector. False when this connection cannot (no vec0, no table, another
     dimension): the row is still written, and `reembed` backfills the index later."""
+    _changed()
     try:
         conn.execute(
             f"INSERT OR REPLACE INTO {TABLE} (rowid, namespace, embedding) VALUES (?, ?, ?)",
@@ -109,6 +125,7 @@ def put(conn: apsw.Connection, rid: int, namespace: str, blob: bytes) -> bool:
 
 def delete(conn: apsw.Connection, memory_id: str) -> None:
     """Drop a tombstoned row's vector: the vector lane's pool is live rows only."""
+    _changed()
     try:
         conn.execute(
             f"DELETE FROM {TABLE} WHERE rowid = (SELECT rid FROM memory WHERE id = ?)",
@@ -157,6 +174,17 @@ def nearest_ids(
     return out[:k]
 
 
+def indexed_rows(conn: apsw.Connection, model: str, dim: int) -> list[tuple[int, str, bytes]]:
+    """(rid, namespace, vector) of the rows the index is meant to hold: live, embedded by `model`
+    at `dim`. Read from the memory table, ~5x faster than a vec0 scan (it also holds vectors
+    written by a process without sqlite-vec, which `reembed` would index)."""
+    return conn.execute(
+        "SELECT rid, namespace, embedding FROM memory WHERE superseded_at IS NULL "
+        "AND embedding IS NOT NULL AND embedding_model = ? AND length(embedding) = ?",
+        (model, dim * 4),
+    ).fetchall()
+
+
 def count(conn: apsw.Connection) -> int:
     try:
         return conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]
@@ -179,6 +207,7 @@ def reindex(conn: apsw.Connection, model: str) -> int:
     without sqlite-vec, or tombstoned there, are caught up here). Returns rows indexed."""
     if not table_exists(conn):
         return 0
+    _changed()
     conn.execute(f"DELETE FROM {TABLE}")
     rows = conn.execute(
         "SELECT rid, namespace, embedding FROM memory WHERE superseded_at IS NULL "

@@ -42,6 +42,7 @@ class Resident:
         # Open the store and run one passive read with no telemetry: pages, the embedder and
         # the lazily imported modules are loaded before the first real prompt.
         self.hooks.store.recall_report("warm up", telemetry=False, no_bump=True)
+        self.hooks.store.keep_vectors_in_memory()
 
     def handle(self, raw: bytes) -> bytes:
         """One request to one reply; the decision is logged here, as the client would."""
@@ -108,6 +109,7 @@ class Resident:
                 last = time.monotonic()
                 with conn:
                     self._answer(conn)
+                self._between_requests()
         finally:
             try:
                 if self.path.stat().st_ino == ino:
@@ -116,6 +118,15 @@ class Resident:
                 pass
             server.close()
             self.hooks.close()
+
+    def _between_requests(self) -> None:
+        # After the reply is sent: a capture by another process made the in-memory vectors
+        # stale (that prompt was answered from the index); rebuild them before the next one.
+        # A store reopened after an error gets its copy here too.
+        try:
+            self.hooks.store.keep_vectors_in_memory()
+        except Exception:
+            self.hooks.close()  # answered per request (reason=error), never by dying
 
     def _answer(self, conn: socket.socket) -> None:
         conn.settimeout(READ_TIMEOUT_S)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import apsw
 
@@ -16,6 +16,9 @@ from zmem.db import vectors
 from zmem.db.recall import Scope
 from zmem.retrieval.query import fts_expression, query_terms
 from zmem.tokens import POLARITY_WORDS
+
+if TYPE_CHECKING:  # the cache imports numpy: only processes that build one pay for it
+    from zmem.retrieval.vector_cache import VectorCache
 
 MAX_ALIAS_TEXT = 2000
 MAX_QUERY_ALIASES = 64
@@ -29,6 +32,8 @@ class QueryPlan:
     vector: bytes | None = None  # the query's embedding (float32 LE), when the vector lane runs
     # Cosine below the first value is noise; at the second the match is as strong as it gets.
     similarity_scale: tuple[float, float] = (0.2, 0.55)
+    # A long-lived process's in-memory copy of the index; used only while it is fresh.
+    vector_cache: VectorCache | None = field(default=None, repr=False)
     _narrow: list[str] | None = field(default=None, repr=False)
 
     @cached_property
@@ -163,8 +168,12 @@ class VectorLane:
         floor, strong = plan.similarity_scale
         # KNN always returns k rows, however unrelated; rows under the profile's noise floor
         # are evidence of nothing and stay out of the fusion.
+        cache = plan.vector_cache
         try:
-            knn = vectors.knn(conn, plan.vector, scope.namespaces, depth * 2)
+            if cache is not None and cache.fresh(conn):
+                knn = cache.knn(plan.vector, scope.namespaces, depth * 2)
+            else:
+                knn = vectors.knn(conn, plan.vector, scope.namespaces, depth * 2)
         except apsw.Error:
             # No index yet, or another process converted it to another size since this handle
             # opened: the lane is empty and recall goes on lexically (fail-open).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
@@ -23,6 +23,9 @@ from zmem.retrieval.lanes import Lane, QueryPlan
 from zmem.retrieval.mmr import Similarity, mmr_order
 from zmem.retrieval.render import apply_token_budget, tokens_used
 from zmem.retrieval.scoring import ScoringContext, passive_block, row_injection_risk
+
+if TYPE_CHECKING:
+    from zmem.retrieval.vector_cache import VectorCache
 
 # Each lane fetches this deep before fusion: the pool --explain calls "over-fetch depth".
 POOL_MIN = 50
@@ -261,6 +264,7 @@ def run(
     unfold: bool = False,
     vector: bytes | None = None,
     similarity_scale: tuple[float, float] = (0.2, 0.55),
+    vector_cache: VectorCache | None = None,
 ) -> RecallReport:
     """The whole read: tiers, link expansion, optional lineage unfold, entity cards."""
     if not req.query.strip():
@@ -269,7 +273,7 @@ def run(
     ctx = ScoringContext(conn, settings, req.as_of, req.weights)
     report = RecallReport(hits=[], hybrid=hybrid)
     report.tiers = plan_tiers(conn, req, floor)
-    plan = QueryPlan(req.query, vector, similarity_scale)
+    plan = QueryPlan(req.query, vector, similarity_scale, vector_cache)
     hits: list[Hit] = []
     for tier in report.tiers:
         hits += _run_tier(ctx, plan, lanes, tier, req, floor, report)
