@@ -253,7 +253,7 @@ def _launch(event: str, host: str, text: str, env_extra: dict[str, str] | None =
     env = dict(os.environ)
     env.update(env_extra or {})
     return subprocess.run(
-        [sys.executable, str(LAUNCHER), event, "--host", host],
+        [sys.executable, "-S", str(LAUNCHER), event, "--host", host],  # as the hosts run it
         input=text.encode(),
         capture_output=True,
         env=env,
@@ -299,7 +299,8 @@ def test_client_imports_almost_nothing_before_work(isolated_env, repo):
     # PostToolUse needs no store: the launcher must not load it (measured with -X importtime).
     env = dict(os.environ)
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", str(LAUNCHER), "PostToolUse", "--host", "claude"],
+        [sys.executable, "-S", "-X", "importtime", str(LAUNCHER), "PostToolUse"]
+        + ["--host", "claude"],
         input=payload("claude", "PostToolUse", repo).encode(),
         capture_output=True,
         env=env,
@@ -338,7 +339,7 @@ def resident(isolated_env: Path, store_path: Path, monkeypatch):
 
 def test_resident_process_answers(resident, repo, isolated_env):
     done = subprocess.run(
-        [sys.executable, str(LAUNCHER), "UserPromptSubmit", "--host", "claude"],
+        [sys.executable, "-S", str(LAUNCHER), "UserPromptSubmit", "--host", "claude"],
         input=payload("claude", "UserPromptSubmit", repo).encode(),
         capture_output=True,
         env=dict(os.environ),
@@ -457,10 +458,39 @@ def test_the_resident_process_never_reuses_a_previous_requests_host_env(
         resident.hooks.close()
 
 
+def test_a_resident_process_that_never_answers_fails_open_within_the_deadline(
+    isolated_env, store_path, repo, monkeypatch
+):
+    """A hung resident process (the store behind it locked, a long GC, a bug) must not hold the
+    prompt: the hook prints nothing by the deadline and logs the timeout."""
+    import socket
+
+    seed(store_path)
+    data = isolated_env / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    hung = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    hung.bind(str(data / client.SOCKET_NAME))
+    hung.listen(4)  # accepts (the kernel queues the connection), never replies
+    try:
+        started = time.monotonic()
+        done = _launch(
+            "UserPromptSubmit",
+            "claude",
+            payload("claude", "UserPromptSubmit", repo),
+            {"ZMEM_HOOK_DAEMON": "1", "ZMEM_HOOK_DEADLINE_MS": "1500"},
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        hung.close()
+    assert done.returncode == 0 and done.stdout == b"" and done.stderr == b""
+    assert 1.4 < elapsed < 5
+    assert "reason=timeout via=daemon" in log_lines(isolated_env)[-1]
+
+
 def test_settings_mismatch_falls_back_in_process(resident, repo, isolated_env):
     env = dict(os.environ, ZMEM_INJECT_FLOOR_PROMPT="0.3")
     done = subprocess.run(
-        [sys.executable, str(LAUNCHER), "UserPromptSubmit", "--host", "codex"],
+        [sys.executable, "-S", str(LAUNCHER), "UserPromptSubmit", "--host", "codex"],
         input=payload("codex", "UserPromptSubmit", repo).encode(),
         capture_output=True,
         env=env,
