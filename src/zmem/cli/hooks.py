@@ -91,16 +91,32 @@ def corrections_cmd(transcript: str, as_json: bool) -> None:
 
 
 @cli.command("doctor")
-@click.option("--project", default=None, help="A checkout to derive the namespace for.")
-@click.option("--repo-root", default=None, help="The ZMem plugin/checkout root to inspect.")
+@click.option(
+    "--project",
+    default=None,
+    type=click.Path(exists=True, file_okay=False),
+    help="A checkout: derive its namespace and read its .claude/.codex settings.",
+)
+@click.option(
+    "--repo-root",
+    default=None,
+    type=click.Path(exists=True, file_okay=False),
+    help="The ZMem plugin/checkout root whose host surfaces to inspect.",
+)
 @click.option("--format", "fmt", type=click.Choice(["human", "json", "both"]), default="human")
-def doctor_cmd(project: str | None, repo_root: str | None, fmt: str) -> None:
-    """Read-only install diagnostics: store path, runtime, schema, host surfaces."""
+@click.pass_context
+def doctor_cmd(ctx: click.Context, project: str | None, repo_root: str | None, fmt: str) -> None:
+    """Read-only install diagnostics: store path, runtime, schema, embeddings, host config.
+
+    Never creates, migrates or repairs anything. Exit 0 when no check fails, 1 when one does,
+    2 on bad arguments.
+    """
     from zmem.hosts import doctor
 
-    report = doctor.run(project=project, repo_root=repo_root)
+    store_flag = ctx.obj.store_path if ctx.obj is not None else None
+    report = doctor.run(project=project, repo_root=repo_root, store_path=store_flag)
     if fmt in ("human", "both"):
         click.echo(doctor.human(report))
     if fmt in ("json", "both"):
-        click.echo(json.dumps(report, indent=None if fmt == "json" else 1))
-    sys.exit(0)
+        click.echo(json.dumps(report, indent=None if fmt == "json" else 1, ensure_ascii=False))
+    sys.exit(0 if report["ok"] else 1)
