@@ -1,0 +1,514 @@
+"""Live host runs: the real Claude Code and Codex CLIs (their npm packages) load ZMem's plugin
+from this checkout and run sessions offline against scripts/mock_model_api.py, a local stand-in
+for the model API. Each test reads what the hooks logged in $ZMEM_DATA/zmem-bg.log and what
+context reached the model (the stand-in records every request body).
+
+Skipped unless the CLIs are installed (docs/host-verification.md):
+
+    npm install --prefix ~/.cache/zmem-host-clis \\
+        @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0
+
+or point ZMEM_HOST_CLI_DIR at another npm prefix. Every session runs in a temporary HOME (and
+CODEX_HOME) with a seeded store in a temporary ZMEM_DATA; nothing leaves the machine. The
+plugin's venv is this test run's venv, linked where the hook commands look for it
+(${CLAUDE_PLUGIN_DATA}/venv); a `python3` shim first on PATH records any call of the first-run
+bootstrap, which must not happen."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PINNED = ("@anthropic-ai/claude-code@2.1.332", "@openai/codex@0.171.0")
+CLI_DIR = Path(os.environ.get("ZMEM_HOST_CLI_DIR") or "~/.cache/zmem-host-clis").expanduser()
+INSTALL = f"npm install --prefix {CLI_DIR} {' '.join(PINNED)}"
+VENV = Path(sys.prefix) if sys.prefix != sys.base_prefix else None
+NODE = shutil.which("node")
+
+NS = "project:github.com/acme/widget"
+MARKER = "zmem-live-marker-7731"
+LESSON = f"Run pytest -x before git push: CI takes 20 minutes ({MARKER})."
+GLOBAL_ROW = "Use rg instead of grep -r when searching code."
+SKILL_LINE = "# Memory skill: invoke "
+PRETOOL = "Before this tool call, ZMem recalled"
+TOOL_COMMAND = "echo git push origin feature"
+SUBAGENT_TASK = "Find out how to run pytest before git push in this repo."
+PROMPT = "How should I run pytest before git push?"
+MARKETPLACE = "zmem-live"
+SESSION_TIMEOUT = 180
+
+
+def _cli(name: str) -> Path | None:
+    for path in (CLI_DIR / "node_modules" / ".bin" / name, CLI_DIR / name):
+        if path.exists() and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+CLAUDE = _cli("claude")
+CODEX = _cli("codex")
+
+
+def _load_mock() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "mock_model_api", ROOT / "scripts" / "mock_model_api.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+mock_api = _load_mock()
+
+_NO_VENV = "the hooks need this run's venv (run the tests from .venv: make test)"
+needs_claude = pytest.mark.skipif(
+    CLAUDE is None or VENV is None,
+    reason=_NO_VENV if CLAUDE else f"no claude CLI in {CLI_DIR}; install it: {INSTALL}",
+)
+needs_codex = pytest.mark.skipif(
+    CODEX is None or NODE is None or VENV is None,
+    reason=(
+        f"no codex CLI in {CLI_DIR}; install it: {INSTALL}"
+        if CODEX is None
+        else "the codex CLI needs node on PATH"
+        if NODE is None
+        else _NO_VENV
+    ),
+)
+
+
+class World:
+    """One throwaway machine: HOME, a checkout with a GitHub remote and an AGENTS.md, a data
+    dir seeded through the real `zmem add`, and a python3 shim that records bootstrap calls."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.home = base / "home"
+        self.home.mkdir(parents=True)
+        self.data = base / "data"
+        self.project = base / "widget"
+        (self.project / ".git").mkdir(parents=True)
+        (self.project / ".git" / "config").write_text(
+            '[core]\n\tbare = false\n[remote "origin"]\n\turl = git@github.com:acme/widget.git\n'
+        )
+        (self.project / "AGENTS.md").write_text("Project rule: run make lint before committing.\n")
+        self.shims = base / "shims"
+        self.shims.mkdir()
+        self.bootstrap_calls = base / "bootstrap-calls.txt"
+        shim = self.shims / "python3"
+        shim.write_text(f'#!/bin/sh\necho "$@" >> "{self.bootstrap_calls}"\n')
+        shim.chmod(0o755)
+        self.zmem(
+            "add", "--namespace", NS, "--type", "lesson", "--signal", "test", "--content", LESSON
+        )
+        self.zmem(
+            "add", "--namespace", "user:global", "--type", "convention", "--signal", "user",
+            "--content", GLOBAL_ROW,
+        )  # fmt: skip
+
+    def env(self, **extra: str) -> dict[str, str]:
+        path = [str(self.shims)]
+        if NODE:
+            path.append(str(Path(NODE).parent))
+        path.append(os.environ.get("PATH") or "/usr/bin:/bin")
+        env = {
+            "PATH": os.pathsep.join(path),
+            "HOME": str(self.home),
+            "LANG": "C.UTF-8",
+            "ZMEM_DATA": str(self.data),
+            "ZMEM_EMBED_PROFILE": "fake",
+            "ZMEM_HOOK_DAEMON": "0",
+        }
+        env.update(extra)
+        return env
+
+    def zmem(self, *args: str) -> None:
+        assert VENV is not None
+        done = subprocess.run(
+            [str(VENV / "bin" / "python"), "-c", "from zmem.cli import main; main()", *args],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+
+    def link_venv(self, plugin_data: Path) -> None:
+        """Where the hook commands look for the interpreter: ${CLAUDE_PLUGIN_DATA}/venv."""
+        assert VENV is not None
+        plugin_data.mkdir(parents=True, exist_ok=True)
+        link = plugin_data / "venv"
+        if not link.exists():
+            link.symlink_to(VENV, target_is_directory=True)
+
+    def log(self) -> list[dict[str, str]]:
+        path = self.data / "zmem-bg.log"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [dict(p.split("=", 1) for p in line.split()[2:] if "=" in p) for line in lines]
+
+    def logged(self, host: str, event: str) -> list[dict[str, str]]:
+        return [r for r in self.log() if r.get("host") == host and r.get("event") == event]
+
+    def clear_log(self) -> None:
+        (self.data / "zmem-bg.log").unlink(missing_ok=True)
+
+
+class Session:
+    def __init__(self, world: World, done: subprocess.CompletedProcess, requests: list[dict]):
+        self.world = world
+        self.done = done
+        self.requests = [r for r in requests if r["method"] == "POST"]
+
+    def bodies(self) -> list[str]:
+        return [json.dumps(r["body"], ensure_ascii=False) for r in self.requests]
+
+    def turn(self, prompt: str = PROMPT) -> list[str]:
+        """The bodies of the model calls of the user's turn (a host may make other calls)."""
+        return [b for b in self.bodies() if prompt in b]
+
+    def turn_requests(self, prompt: str = PROMPT) -> list[dict]:
+        return [r for r in self.requests if prompt in json.dumps(r["body"], ensure_ascii=False)]
+
+    def where(self) -> str:
+        """Context for a failed assertion: the host's output and what the hooks logged."""
+        log = "\n".join(" ".join(f"{k}={v}" for k, v in r.items()) for r in self.world.log())
+        return (
+            f"exit {self.done.returncode}\nstdout:\n{self.done.stdout[-2000:]}\n"
+            f"stderr:\n{self.done.stderr[-3000:]}\nzmem-bg.log:\n{log}\n"
+            f"requests: {[r['path'] for r in self.requests]}"
+        )
+
+
+def _run(
+    world: World, cmd: list[str], env: dict[str, str], **mock_kw: Any
+) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    record = world.base / f"requests-{time.monotonic_ns()}.jsonl"
+    with mock_api.MockModelAPI(record, **mock_kw) as api:
+        env = {k: v.replace("{MOCK_URL}", api.url) for k, v in env.items()}
+        cmd = [c.replace("{MOCK_URL}", api.url) for c in cmd]
+        done = subprocess.run(
+            cmd,
+            cwd=world.project,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=SESSION_TIMEOUT,
+        )
+        return done, api.requests()
+
+
+# ---- Claude Code -------------------------------------------------------------------------------
+
+
+def run_claude(world: World, prompt: str, *args: str, env: dict[str, str] | None = None, **kw):
+    assert CLAUDE is not None
+    # `--plugin-dir` loads the plugin as zmem@inline, whose data dir is this one.
+    world.link_venv(world.home / ".claude" / "plugins" / "data" / "zmem-inline")
+    full_env = world.env(
+        ANTHROPIC_BASE_URL="{MOCK_URL}",
+        ANTHROPIC_API_KEY="sk-ant-offline-test",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+        **(env or {}),
+    )
+    cmd = [str(CLAUDE), "-p", prompt, "--plugin-dir", str(ROOT), *args]
+    return Session(world, *_run(world, cmd, full_env, **kw))
+
+
+@pytest.fixture(scope="module")
+def claude_tool_session(tmp_path_factory) -> Session:
+    world = World(tmp_path_factory.mktemp("claude"))
+    return run_claude(world, PROMPT, "--allowedTools", "Bash", tool_command=TOOL_COMMAND)
+
+
+@needs_claude
+def test_claude_session_start_context_reaches_the_model(claude_tool_session):
+    s = claude_tool_session
+    assert s.done.returncode == 0 and mock_api.DEFAULT_REPLY in s.done.stdout, s.where()
+    start = s.world.logged("claude", "SessionStart")
+    assert [r["reason"] for r in start] == ["injected"], s.where()
+    assert start[0]["via"] == "inproc"
+    first = s.turn()[0]
+    # Claude Code 2.1.332 hands SessionStart additionalContext to the model under this label.
+    assert "SessionStart hook additional context" in first, s.where()
+    assert MARKER in first and GLOBAL_ROW in first and SKILL_LINE in first
+    assert NS in first
+    assert not s.world.bootstrap_calls.exists(), s.world.bootstrap_calls.read_text()
+
+
+@needs_claude
+def test_claude_prompt_and_tool_hooks(claude_tool_session):
+    s = claude_tool_session
+    prompt = s.world.logged("claude", "UserPromptSubmit")
+    assert [r["reason"] for r in prompt] == ["injected"], s.where()
+    assert "UserPromptSubmit hook additional context" in s.turn()[0]
+    pre = s.world.logged("claude", "PreToolUse")
+    assert [r["reason"] for r in pre] == ["injected"], s.where()
+    assert len(s.world.logged("claude", "PostToolUse")) == 1, s.where()
+    # The second model call carries the Bash result and the pre-tool recall.
+    assert len(s.turn()) >= 2, s.where()
+    assert any(PRETOOL in body and MARKER in body for body in s.turn()[1:]), s.where()
+
+
+@needs_claude
+def test_claude_subagent_start(tmp_path_factory):
+    world = World(tmp_path_factory.mktemp("claude-sub"))
+    s = run_claude(
+        world, "Delegate the check.", "--allowedTools", "Agent", subagent_task=SUBAGENT_TASK
+    )
+    assert s.done.returncode == 0, s.where()
+    sub = world.logged("claude", "SubagentStart")
+    # 2.1.332 sends no task text (agent_id, agent_type only): ZMem falls back to recent rows.
+    assert [r["reason"] for r in sub] == ["injected"], s.where()
+    sub_calls = [b for b in s.bodies() if "SubagentStart hook additional context" in b]
+    assert sub_calls and all(MARKER in b for b in sub_calls), s.where()
+
+
+@needs_claude
+def test_claude_pre_compact_runs_and_prints_nothing(tmp_path_factory):
+    world = World(tmp_path_factory.mktemp("claude-compact"))
+    s = run_claude(world, "/compact")
+    assert s.done.returncode == 0, s.where()
+    assert [r["reason"] for r in world.logged("claude", "PreCompact")] == ["skipped"], s.where()
+
+
+@needs_claude
+def test_claude_hooks_answered_by_the_resident_process(tmp_path_factory):
+    assert VENV is not None
+    world = World(tmp_path_factory.mktemp("claude-warm"))
+    warm = {"ZMEM_HOOK_DAEMON": "1", "ZMEM_HOOKD_IDLE_S": "10"}
+    env = world.env(**warm, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.Popen(
+        [str(VENV / "bin" / "python"), "-m", "zmem.hosts.daemon", str(world.data)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        sock = world.data / "zmem-hookd.sock"
+        for _ in range(300):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        assert sock.exists(), "the resident process did not start"
+        s = run_claude(world, PROMPT, env=warm)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert s.done.returncode == 0, s.where()
+    context = [r for r in world.log() if r.get("event") in ("SessionStart", "UserPromptSubmit")]
+    assert len(context) == 2 and all(r["reason"] == "injected" for r in context), s.where()
+    # A checkout edited while the test runs makes the resident process hand over (build
+    # stamp): that request goes in-process, so one answered request is the assertion.
+    assert any(r.get("via") == "daemon" for r in context), s.where()
+    assert MARKER in s.turn()[0]
+
+
+# ---- Codex -------------------------------------------------------------------------------------
+
+
+def _copy_plugin(dest: Path) -> None:
+    """What a marketplace install copies: the manifests, hooks, skills and the package."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in (".codex-plugin", ".claude-plugin", "hooks", "skills"):
+        shutil.copytree(ROOT / name, dest / name, ignore=ignore)
+    shutil.copytree(ROOT / "src" / "zmem", dest / "src" / "zmem", ignore=ignore)
+    shutil.copy2(ROOT / "pyproject.toml", dest / "pyproject.toml")
+
+
+def codex_home(world: World, name: str = "codex") -> Path:
+    home = world.base / name
+    home.mkdir()
+    (home / "config.toml").write_text(
+        'model = "mock-model"\nmodel_provider = "mock"\n\n'
+        '[model_providers.mock]\nname = "Mock"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'wire_api = "responses"\nrequest_max_retries = 0\nstream_max_retries = 0\n'
+    )
+    return home
+
+
+def codex_cmd(home: Path, world: World, *args: str) -> subprocess.CompletedProcess:
+    assert CODEX is not None
+    done = subprocess.run(
+        [str(CODEX), *args],
+        env=world.env(CODEX_HOME=str(home)),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def install_codex_plugin(world: World, home: Path) -> None:
+    """A local marketplace holding a copy of the plugin, added and installed with Codex's own
+    commands; Codex copies it into $CODEX_HOME/plugins/cache and names its data dir
+    plugins/data/<plugin>-<marketplace>."""
+    market = world.base / "marketplace"
+    _copy_plugin(market / "plugins" / "zmem")
+    (market / ".agents" / "plugins").mkdir(parents=True)
+    entry = {
+        "name": "zmem",
+        "source": {"source": "local", "path": "./plugins/zmem"},
+        "policy": {"installation": "AVAILABLE", "authentication": "ON_INSTALL"},
+        "category": "Productivity",
+    }
+    doc = {"name": MARKETPLACE, "interface": {"displayName": "ZMem"}, "plugins": [entry]}
+    (market / ".agents" / "plugins" / "marketplace.json").write_text(json.dumps(doc))
+    codex_cmd(home, world, "plugin", "marketplace", "add", str(market))
+    codex_cmd(home, world, "plugin", "add", f"zmem@{MARKETPLACE}")
+    world.link_venv(home / "plugins" / "data" / f"zmem-{MARKETPLACE}")
+
+
+def run_codex(world: World, home: Path, prompt: str, *, trust: bool = True, **kw) -> Session:
+    assert CODEX is not None
+    cmd = [
+        str(CODEX),
+        "exec",
+        "--skip-git-repo-check",
+        "--sandbox",
+        "danger-full-access",  # the scripted tool call is a fixed `echo`
+        "-c",
+        'model_providers.mock.base_url="{MOCK_URL}/v1"',
+    ]
+    if trust:
+        cmd.append("--dangerously-bypass-hook-trust")
+    cmd.append(prompt)
+    return Session(world, *_run(world, cmd, world.env(CODEX_HOME=str(home)), **kw))
+
+
+def developer_texts(request: dict) -> list[str]:
+    """The developer-role message texts of one Responses API request (where Codex puts hook
+    additionalContext)."""
+    out = []
+    for item in request["body"].get("input") or []:
+        if isinstance(item, dict) and item.get("role") == "developer":
+            for part in item.get("content") or []:
+                if isinstance(part, dict):
+                    out.append(str(part.get("text") or ""))
+    return out
+
+
+@pytest.fixture(scope="module")
+def codex_world(tmp_path_factory) -> Iterator[tuple[World, Path]]:
+    if CODEX is None or NODE is None or VENV is None:
+        pytest.skip("codex CLI, node or venv missing")
+    world = World(tmp_path_factory.mktemp("codex"))
+    home = codex_home(world)
+    install_codex_plugin(world, home)
+    yield world, home
+
+
+@pytest.fixture(scope="module")
+def codex_tool_session(codex_world) -> Session:
+    world, home = codex_world
+    world.clear_log()
+    return run_codex(world, home, PROMPT, tool_command=TOOL_COMMAND)
+
+
+@needs_codex
+def test_codex_session_start_context_reaches_the_model(codex_tool_session):
+    s = codex_tool_session
+    assert s.done.returncode == 0 and mock_api.DEFAULT_REPLY in s.done.stdout, s.where()
+    assert "hook: SessionStart Completed" in s.done.stderr, s.where()
+    start = s.world.logged("codex", "SessionStart")
+    assert [r["reason"] for r in start] == ["injected"], s.where()
+    first = developer_texts(s.turn_requests()[0])
+    # Codex 0.171 adds SessionStart additionalContext as a developer message of its own.
+    ctx = [t for t in first if SKILL_LINE in t]
+    assert len(ctx) == 1 and MARKER in ctx[0] and GLOBAL_ROW in ctx[0], s.where()
+    assert "/plugins/cache/" in ctx[0]  # the skill line names the installed copy
+    assert not s.world.bootstrap_calls.exists(), s.world.bootstrap_calls.read_text()
+
+
+@needs_codex
+def test_codex_prompt_and_tool_hooks(codex_tool_session):
+    s = codex_tool_session
+    for event in ("UserPromptSubmit", "PreToolUse"):
+        assert [r["reason"] for r in s.world.logged("codex", event)] == ["injected"], s.where()
+        assert f"hook: {event} Completed" in s.done.stderr, s.where()
+    assert len(s.world.logged("codex", "PostToolUse")) == 1, s.where()
+    assert "hook: PostToolUse Completed" in s.done.stderr
+    assert len(s.turn_requests()) >= 2, s.where()
+    later = [t for r in s.turn_requests()[1:] for t in developer_texts(r)]
+    assert any(PRETOOL in t and MARKER in t for t in later), s.where()
+
+
+@needs_codex
+def test_codex_runs_no_untrusted_hook(codex_world):
+    world, home = codex_world
+    world.clear_log()
+    s = run_codex(world, home, PROMPT, trust=False)
+    assert s.done.returncode == 0 and mock_api.DEFAULT_REPLY in s.done.stdout, s.where()
+    # Without a /hooks review (or the bypass flag) Codex skips the plugin's hooks silently.
+    assert world.log() == [], s.where()
+    assert all(MARKER not in b for b in s.bodies())
+
+
+@needs_codex
+def test_codex_subagent_start(codex_world):
+    world, home = codex_world
+    world.clear_log()
+    # A user-level probe hook shows what Codex does with SubagentStart additionalContext.
+    probe_out = {
+        "hookSpecificOutput": {
+            "hookEventName": "SubagentStart",
+            "additionalContext": "PROBE-SUBAGENT-CONTEXT",
+        }
+    }
+    probe = world.base / "probe.sh"
+    probe.write_text(f"#!/bin/sh\ncat >/dev/null\nprintf '%s' '{json.dumps(probe_out)}'\n")
+    probe.chmod(0o755)
+    hooks = {"hooks": {"SubagentStart": [{"hooks": [{"type": "command", "command": str(probe)}]}]}}
+    (home / "hooks.json").write_text(json.dumps(hooks))
+    try:
+        s = run_codex(world, home, "Delegate the check.", subagent_task=SUBAGENT_TASK)
+    finally:
+        (home / "hooks.json").unlink()
+    assert s.done.returncode == 0, s.where()
+    assert len(world.logged("codex", "SubagentStart")) == 1, s.where()
+    sub = [r for r in s.requests if any(SUBAGENT_TASK == t for t in _user_texts(r))]
+    assert sub, s.where()
+    # Codex 0.171 accepts SubagentStart additionalContext and hands it to the subagent.
+    assert any("PROBE-SUBAGENT-CONTEXT" in t for t in developer_texts(sub[0])), s.where()
+
+
+def _user_texts(request: dict) -> list[str]:
+    out = []
+    for item in request["body"].get("input") or []:
+        if isinstance(item, dict) and item.get("role") == "user":
+            out += [str(p.get("text") or "") for p in item.get("content") or []]
+    return out
+
+
+@needs_codex
+def test_codex_checkout_hooks_without_a_plugin(tmp_path_factory):
+    """docs/hosts.md: a checkout works without a plugin install when a hooks config points at
+    the checkout's venv and launcher. Here hooks/codex.json becomes $CODEX_HOME/hooks.json."""
+    assert VENV is not None
+    world = World(tmp_path_factory.mktemp("codex-checkout"))
+    home = codex_home(world, "codex-checkout")
+    text = (ROOT / "hooks" / "codex.json").read_text()
+    text = text.replace("${CLAUDE_PLUGIN_DATA}/venv", str(VENV))
+    text = text.replace("${CLAUDE_PLUGIN_ROOT}", str(ROOT))
+    (home / "hooks.json").write_text(text)
+    s = run_codex(world, home, PROMPT)
+    assert s.done.returncode == 0, s.where()
+    for event in ("SessionStart", "UserPromptSubmit"):
+        assert [r["reason"] for r in world.logged("codex", event)] == ["injected"], s.where()
+    assert any(SKILL_LINE in t and MARKER in t for t in developer_texts(s.turn_requests()[0]))
