@@ -104,6 +104,42 @@ def test_migrating_twice_is_a_noop(store_path):
     assert before == after
 
 
+def _as_without_rowid_term_df(path: Path) -> list[tuple]:
+    """Give a store the term_df layout migration 0008 created before it became a rowid table
+    (same columns, WITHOUT ROWID); returns the table's rows."""
+    conn = apsw.Connection(str(path))
+    conn.execute(
+        "BEGIN; ALTER TABLE term_df RENAME TO t_old; "
+        "CREATE TABLE term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL, posts TEXT) "
+        "WITHOUT ROWID; INSERT INTO term_df SELECT term, df, posts FROM t_old; "
+        "DROP TABLE t_old; COMMIT"
+    )
+    rows = list(conn.execute("SELECT term, df, posts FROM term_df ORDER BY term"))
+    conn.close()
+    return rows
+
+
+def test_a_without_rowid_term_df_is_converted_on_open_and_keeps_deduping(store_path):
+    lesson = "Pin `ruff` in pyproject.toml before the CI lint step runs on every branch"
+    with MemoryStore.open(store_path) as store:
+        first = store.add(lesson, namespace="project:t", type="lesson", signal="test")
+        store.add("Rebuild the docker image after bumping uv", namespace="project:t", type="fact")
+    rows = _as_without_rowid_term_df(store_path)
+    assert rows
+    with MemoryStore.open(store_path) as store:
+        assert schema_dump(store._conn) == EXPECTED.read_text()  # exactly the fresh layout
+        conn = store._conn
+        assert list(conn.execute("SELECT term, df, posts FROM term_df ORDER BY term")) == rows
+        again = store.add(lesson + ".", namespace="project:t", type="lesson", signal="test")
+        assert (again.result, again.id) == ("deduped", first.id)
+    conn = connect(store_path)
+    before = list(conn.execute("SELECT * FROM meta ORDER BY key"))
+    assert migrate(conn) == SCHEMA_VERSION  # converted once: opening again writes nothing
+    assert list(conn.execute("SELECT * FROM meta ORDER BY key")) == before
+    assert schema_dump(conn) == EXPECTED.read_text()
+    conn.close()
+
+
 @pytest.mark.parametrize(
     "column,value",
     [

@@ -7,6 +7,7 @@ import pytest
 
 from conftest import add_row, table_counts
 from zmem import MemoryStore
+from zmem.db import memories
 from zmem.errors import NotFound, Refusal, UsageError
 from zmem.models import MAX_CONTENT_CHARS
 
@@ -119,6 +120,23 @@ def test_dedup_ignores_tombstoned_rows(store):
     a = add_row(store, "Use rg instead of grep for search")
     store.supersede(a.id)
     assert add_row(store, "Use rg instead of grep for search").result == "stored"
+
+
+def test_terms_past_the_posting_cap_keep_only_a_frozen_count(store, monkeypatch):
+    monkeypatch.setattr(memories, "POSTINGS_CAP", 2)
+    texts = ["kubectl rollout alpha", "kubectl rollout beta", "kubectl drain gamma"]
+    for text in [*texts, "kubectl cordon delta"]:
+        store.add(text, namespace="project:t", type="fact", signal="test")
+    (term,) = memories.dedup_terms("project:t", ["kubectl"])
+    (rollout,) = memories.dedup_terms("project:t", ["rollout"])
+    rows = dict(store._conn.execute("SELECT term, df FROM term_df WHERE posts IS NULL"))
+    # The third holder dropped the list; the fourth did not touch the row at all.
+    assert rows == {term: 3}
+    assert store._conn.execute(
+        "SELECT df, posts IS NOT NULL FROM term_df WHERE term = ?", (rollout,)
+    ).fetchone() == (2, 1)
+    again = store.add("kubectl drain gamma!", namespace="project:t", type="fact", signal="test")
+    assert again.result == "deduped"
 
 
 def test_polarity_opposite_twin_is_kept_and_contradicts(store):

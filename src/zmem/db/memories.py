@@ -168,9 +168,13 @@ def insert(conn: apsw.Connection, m: NewMemory) -> None:
         vectors.put(conn, rowid, m.namespace, m.embedding)
     rid = str(rowid)
     cap = POSTINGS_CAP
+    # A term past the cap (posts NULL) is not rewritten at all: its count only ranks it among
+    # other such terms for the rare text-index fallback, and skipping the write spares ~6 of an
+    # add's ~17 term rows at 100k rows (each a page in the WAL). Its df stays at cap + 1.
     conn.executemany(
         "INSERT INTO term_df (term, df, posts) VALUES (?, 1, ?) ON CONFLICT (term) DO UPDATE "
-        "SET df = df + 1, posts = CASE WHEN df < ? THEN posts || ',' || ? END",
+        "SET df = df + 1, posts = CASE WHEN df < ? THEN posts || ',' || ? END "
+        "WHERE posts IS NOT NULL",
         [(t, rid, cap, rid) for t in dedup_terms(m.namespace, m.content_norm.split())],
     )
 
@@ -234,33 +238,27 @@ def list_memories(
 class TermStat(NamedTuple):
     # A tuple, not a frozen dataclass: a write builds ~17 of these, and a dataclass __init__
     # cost 1 us each.
-    df: int
-    posts: str | None  # comma-separated rids; None once more than POSTINGS_CAP rows hold it
-
-    @property
-    def listed(self) -> bool:
-        return self.posts is not None
-
-    def rids(self) -> list[int]:
-        # Parsed only for the few terms a write actually queries.
-        return [int(r) for r in self.posts.split(",")] if self.posts else []
+    df: int  # rows holding the term; frozen at POSTINGS_CAP + 1 once the list is dropped
+    listed: bool  # its posting list is kept (at most POSTINGS_CAP rows hold it)
 
 
 def term_stats(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, TermStat]:
-    """For each dedup term: how many stored rows hold it, and which when there are few."""
+    """For each dedup term: how many stored rows hold it, and whether their rids are listed.
+    The lists themselves are read only for the few terms a write queries (similar_norms):
+    the longer lists of the others (up to ~3.5 KB each) need not be read at all."""
     stats = dict.fromkeys(terms, _UNSEEN)
     if not terms:
         return stats
     marks = ",".join("?" * len(terms))
     make = TermStat._make
     for row in conn.execute(
-        f"SELECT term, df, posts FROM term_df WHERE term IN ({marks})", tuple(terms)
+        f"SELECT term, df, posts IS NOT NULL FROM term_df WHERE term IN ({marks})", tuple(terms)
     ):
         stats[row[0]] = make(row[1:])
     return stats
 
 
-_UNSEEN = TermStat(0, "")
+_UNSEEN = TermStat(0, True)
 
 
 @dataclass(frozen=True)
@@ -286,12 +284,12 @@ def similar_norms(
     `chosen` terms."""
     params: list[Any]
     if all(stat.listed for stat in chosen.values()):
-        # Counted as the strings the lists hold (a C loop); only the survivors become ints.
-        counted = Counter(
-            itertools.chain.from_iterable(
-                stat.posts.split(",") for stat in chosen.values() if stat.posts
-            )
+        terms = tuple(chosen)
+        lists = conn.execute(
+            f"SELECT posts FROM term_df WHERE term IN ({','.join('?' * len(terms))})", terms
         )
+        # Counted as the strings the lists hold (a C loop); only the survivors become ints.
+        counted = Counter(itertools.chain.from_iterable(p.split(",") for (p,) in lists if p))
         rids = [int(rid) for rid, n in counted.items() if n >= min_match]
         if not rids:
             return []

@@ -50,6 +50,41 @@ def _backfill_dedup_index(conn: apsw.Connection) -> None:
     )
 
 
+# term_df as migration 0008 creates it today. Stores whose 0008 ran before the table became a
+# rowid table hold the same columns in a WITHOUT ROWID table; _convert_term_df rebuilds it.
+_TERM_DF_TABLE = """CREATE TABLE term_df (
+    term  TEXT PRIMARY KEY,
+    df    INTEGER NOT NULL,
+    posts TEXT
+)"""
+
+
+def _term_df_without_rowid(conn: apsw.Connection) -> bool:
+    row = conn.execute(
+        "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'term_df'"
+    ).fetchone()
+    return row is not None and "WITHOUT ROWID" in row[0].upper()
+
+
+def _convert_term_df(conn: apsw.Connection) -> None:
+    """Rebuild a WITHOUT ROWID term_df as the rowid table 0008 now creates (same columns, same
+    rows), so later adds stop rewriting overflow and interior pages (docs/decisions.md). The
+    schema version does not move: the table's layout is what is checked, once per open. Older
+    clients run the same statements on either layout."""
+    if not _term_df_without_rowid(conn):
+        return
+    with transaction(conn):
+        if not _term_df_without_rowid(conn):  # another process converted it meanwhile
+            return
+        conn.execute("ALTER TABLE term_df RENAME TO term_df_without_rowid")
+        conn.execute(_TERM_DF_TABLE)
+        conn.execute(
+            "INSERT INTO term_df (term, df, posts) "
+            "SELECT term, df, posts FROM term_df_without_rowid ORDER BY term"
+        )
+        conn.execute("DROP TABLE term_df_without_rowid")
+
+
 def _normalise_merged_from(conn: apsw.Connection) -> None:
     # merged_from is a de-duplicated, first-seen-order id list; older rows may repeat ids.
     rows = list(conn.execute("SELECT rid, merged_from FROM memory WHERE merged_from <> '[]'"))
@@ -118,6 +153,7 @@ def migrate(
             "update zmem, or set ZMEM_ALLOW_NEWER_SCHEMA=1 to use it at your own risk"
         )
     if current == SCHEMA_VERSION:
+        _convert_term_df(conn)
         return current
     for migration in load_migrations():
         if migration.version <= current:
@@ -133,4 +169,5 @@ def migrate(
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (str(migration.version),),
             )
+    _convert_term_df(conn)
     return schema_version(conn)
