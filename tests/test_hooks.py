@@ -108,13 +108,48 @@ def test_session_start_tier0_skill_line_and_recent(run_cli, store_path, repo, is
     out = hook(run_cli, "claude", "SessionStart", payload("claude", "SessionStart", repo))
     ctx = json.loads(out)["hookSpecificOutput"]["additionalContext"]
     assert "Prefer small commits." in ctx and "x" * 2100 not in ctx  # core.md kept under 2 KB
-    assert "Project rule: run make lint" in ctx  # AGENTS.md
+    assert "Project rule: run make lint" not in ctx  # Claude Code loads AGENTS.md itself
     assert (
         '# Memory skill: invoke "' in ctx and '/skills/memory/scripts/store.py" <subcommand>' in ctx
     )
     assert REMOTE_NS in ctx
     assert "pytest -x" in ctx and "rg instead of grep" in ctx  # project + global tier
     assert "reason=injected" in log_lines(isolated_env)[-1]
+
+
+def test_agents_md_is_injected_on_zcode_only(run_cli, store_path, repo):
+    seed(store_path)
+    for host in ("claude", "codex", "zcode"):
+        out = hook(run_cli, host, "SessionStart", payload(host, "SessionStart", repo))
+        ctx = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        assert ("Project rule: run make lint" in ctx) == (host == "zcode"), host
+
+
+def test_a_host_notice_prompt_runs_no_recall(run_cli, store_path, repo, isolated_env):
+    """Claude Code reports a finished background subagent as a prompt: not the user asking."""
+    seed(store_path)
+    notice = "<task-notification>\n<task-id>a1</task-id>\n<status>completed</status> pytest -x"
+    ask = payload("claude", "UserPromptSubmit", repo, prompt=notice)
+    assert hook(run_cli, "claude", "UserPromptSubmit", ask) == ""
+    assert "reason=skipped" in log_lines(isolated_env)[-1]
+
+
+def test_codex_subagent_start_delivers_what_it_recalls(run_cli, store_path, repo, isolated_env):
+    """Found live (docs/host-verification.md): the log said injected while nothing was printed."""
+    seed(store_path)
+    out = hook(run_cli, "codex", "SubagentStart", payload("codex", "SubagentStart", repo))
+    doc = json.loads(out)
+    assert emit.codex_valid(doc) and doc["hookSpecificOutput"]["hookEventName"] == "SubagentStart"
+    assert "reason=injected" in log_lines(isolated_env)[-1]
+
+
+def test_an_event_whose_context_the_host_drops_runs_no_recall(
+    run_cli, store_path, repo, isolated_env, monkeypatch
+):
+    seed(store_path)
+    monkeypatch.setitem(emit.CONTEXT_EVENTS, "codex", frozenset({"SessionStart"}))
+    assert hook(run_cli, "codex", "SubagentStart", payload("codex", "SubagentStart", repo)) == ""
+    assert "reason=skipped" in log_lines(isolated_env)[-1]
 
 
 def test_prompt_injects_and_never_bumps(run_cli, store_path, repo, isolated_env):

@@ -48,7 +48,7 @@ def test_codex_output_key_sets():
     assert emit.codex_valid(json.loads(out))
     assert not emit.codex_valid({"hookSpecificOutput": {"hookEventName": "X", "extra": 1}})
     assert not emit.codex_valid({"hookSpecificOutput": {"hookEventName": "X"}, "note": 1})
-    assert emit.render("codex", "SubagentStart", "ctx") == ""  # not in Codex's wire enum
+    assert emit.render("codex", "PreCompact", "ctx") == ""  # no context event on Codex
     assert emit.render("claude", "Stop", "ctx") == ""  # Stop context keeps Claude running
     assert emit.render("claude", "SessionStart", "  ") == ""
 

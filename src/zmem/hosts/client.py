@@ -195,6 +195,8 @@ def respond(
     if event_name in ("PostToolUse", "PostToolUseFailure"):
         o = opsring.record_event(query_context, ddir, ev)
         return "", o.reason, o.fields
+    if event_name not in emit.CONTEXT_EVENTS.get(host, ()):
+        return "", "skipped", {}  # the host would drop the context: no recall for nothing
     if event_name == "PreToolUse" and (
         not query_context or ev.tool_name not in events.HAZARD_TOOLS
     ):

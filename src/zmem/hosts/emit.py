@@ -18,9 +18,10 @@ CONTEXT_EVENTS: dict[str, frozenset[str]] = {
     "claude": frozenset(
         {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "SubagentStart"}
     ),
-    # Codex's wire enum for hookEventName covers these four context events (output schemas,
-    # codex-rs/hooks/schema/generated); SubagentStart output is not in it.
-    "codex": frozenset({"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse"}),
+    # Codex 0.171 delivers SubagentStart context to the subagent as a developer message
+    # (verified live, docs/host-verification.md), though older output schemas left it out.
+    "codex": frozenset({"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse"})
+    | {"SubagentStart"},
     "zcode": frozenset({"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse"}),
 }
 

@@ -19,6 +19,7 @@ from zmem.store import MemoryStore
 
 CORE_MAX_BYTES = 2048
 AGENTS_MAX_CHARS = 4000
+HOST_NOTICES = ("<task-notification>",)
 RECENT_LIMIT = 5
 PROMPT_LIMIT = 5
 PRETOOL_LIMIT = 3
@@ -126,7 +127,10 @@ class Hooks:
 
     def session_start(self, event: HookEvent) -> Outcome:
         ns = self.namespace(event)
-        parts = [p for p in (self._core(), self._agents_md(event)) if p]
+        # Claude Code and Codex put the project's AGENTS.md in context themselves (seen live:
+        # docs/host-verification.md); the spec's project tier is ZCode's.
+        agents = self._agents_md(event) if event.host == "zcode" else None
+        parts = [p for p in (self._core(), agents) if p]
         parts.append(skill_line())
         parts.append(f"# Memory namespace for this project: {ns} (cross-project: user:global)")
         report = self.store.recent(
@@ -165,7 +169,9 @@ class Hooks:
 
     def prompt_submit(self, event: HookEvent) -> Outcome:
         prompt = (event.prompt or "").strip()
-        if not prompt:
+        if not prompt or prompt.startswith(HOST_NOTICES):
+            # A host notice (Claude Code reports a finished background subagent as a prompt)
+            # is not the user asking: recalling on it re-injects what the session already has.
             return Outcome(reason="skipped")
         ns = self.namespace(event)
         self._queue_correction(ns, event, prompt)
