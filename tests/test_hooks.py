@@ -451,8 +451,13 @@ def test_a_resident_process_running_old_code_hands_over(tmp_path, isolated_env, 
         ask = {"prompt": "pytest before git push?", "session_id": "s", "cwd": str(tmp_path)}
         request = wire.encode_request("claude", "UserPromptSubmit", pkg, json.dumps(ask).encode())
         assert wire.ask(str(sock), request, 10.0)[0] == wire.ANSWERED
-        other = wire.encode_request("claude", "UserPromptSubmit", str(ROOT / "src" / "zmem"), b"")
-        assert wire.ask(str(sock), other, 10.0) == (wire.REFUSED, b"pkg")
+        # Another install of the same release (Claude Code's and Codex's plugin copies) is
+        # served; another release is not.
+        twin = _copy_package(tmp_path / "twin") / "zmem"
+        same = wire.encode_request("codex", "UserPromptSubmit", str(twin.resolve()), b"{}")
+        assert wire.ask(str(sock), same, 10.0)[0] == wire.ANSWERED
+        (twin / "hosts" / "verbs.py").write_text("# another release\n", encoding="utf-8")
+        assert wire.ask(str(sock), same, 10.0) == (wire.REFUSED, b"pkg")
         edited = src / "zmem" / "hosts" / "verbs.py"
         st = edited.stat()
         os.utime(edited, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
@@ -627,3 +632,31 @@ def test_a_legacy_namespace_in_the_migration_map_is_recalled_under_the_canonical
     assert "--reruns 2" in hook(run_cli, "claude", "UserPromptSubmit", ask)
     with MemoryStore.open(store_path) as s:
         assert s.namespace_set(REMOTE_NS) == before  # recorded once, not once per prompt
+
+
+def test_refused_clients_do_not_keep_a_resident_process_alive(isolated_env, store_path):
+    """Another release's hooks are refused; their requests must not reset the idle timer."""
+    from zmem.hosts import wire
+
+    seed(store_path)
+    data = isolated_env / "data"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zmem.hosts.daemon", str(data)],
+        env=dict(os.environ, ZMEM_HOOK_DAEMON="1", ZMEM_HOOKD_IDLE_S="1.5"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        sock = data / wire.SOCKET_NAME
+        for _ in range(200):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        deadline = time.monotonic() + 8
+        while proc.poll() is None and time.monotonic() < deadline:
+            assert wire.ask(str(sock), b"not a request", 2.0)[0] != wire.ANSWERED
+            time.sleep(0.2)
+        assert proc.poll() == 0
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)

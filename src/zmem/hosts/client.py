@@ -28,8 +28,6 @@ SPAWN_GRACE_S = 30.0
 # Events that never need the store: nothing to do but log.
 _NO_WORK = frozenset({"Stop", "PreCompact", "SessionEnd", "PermissionRequest"})
 _PKG = Path(__file__).resolve().parents[1]
-# Files whose change means a resident process runs stale code.
-_BUILD_FILES = ("hosts", "retrieval", "store.py", "reading.py", "config.py", "models.py", "db")
 
 
 def data_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
@@ -40,22 +38,51 @@ def _flag(name: str, default: bool = True) -> bool:
     return wire.flag(name, default)
 
 
-def build_id() -> str:
-    """Identifies the code a process runs: the resident process compares it with the code on
-    disk before each answer, and hands over to a fresh process when they differ."""
-    parts = [str(_PKG)]
-    for name in _BUILD_FILES:
-        path = _PKG / name
-        try:
-            entries = sorted(path.glob("*.py")) if path.is_dir() else [path]
-            for p in entries:
-                st = p.stat()
-                parts.append(f"{p.name}:{st.st_mtime_ns}:{st.st_size}")
-        except OSError:
-            parts.append(name)
+def _code_files(pkg: Path) -> list[tuple[str, str, int, int]]:
+    """(relative path, path, mtime ns, size) of the package's code, sorted: os.scandir, because
+    the resident process checks this before every answer (pathlib's rglob costs 4x)."""
+    root = str(pkg)
+    out = []
+    stack = [root]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for e in entries:
+                if e.is_dir(follow_symlinks=False):
+                    if e.name != "__pycache__":
+                        stack.append(e.path)
+                elif e.name.endswith((".py", ".sql")):
+                    st = e.stat()
+                    out.append((e.path[len(root) :], e.path, st.st_mtime_ns, st.st_size))
+    out.sort()
+    return out
+
+
+def _digest(chunks: list[bytes]) -> str:
     # A change detector, not a security check: crc32 and adler32 need only zlib.
-    data = ";".join(parts).encode()
-    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}{len(data):x}"
+    crc, adler, size = 0, 1, 0
+    for chunk in chunks:
+        crc, adler, size = zlib.crc32(chunk, crc), zlib.adler32(chunk, adler), size + len(chunk)
+    return f"{crc:08x}{adler:08x}{size:x}"
+
+
+def build_id(pkg: Path = _PKG) -> str:
+    """The code's file stamps: the resident process compares its own with the disk before each
+    answer, and hands over to a fresh process when they differ (~0.5 ms)."""
+    return _digest([f"{rel}:{mtime}:{size};".encode() for rel, _, mtime, size in _code_files(pkg)])
+
+
+def code_digest(pkg: Path = _PKG) -> str:
+    """What the code is, wherever it lies and whenever it was copied: two installs of the same
+    release (Claude Code's and Codex's plugin copies) digest alike."""
+    chunks = []
+    for rel, path, _, _ in _code_files(pkg):
+        chunks.append(rel.encode())
+        try:
+            with open(path, "rb") as fh:
+                chunks.append(fh.read())
+        except OSError:
+            chunks.append(b"?")
+    return _digest(chunks)
 
 
 def log_line(ddir: Path, host: str, event: str, reason: str, fields: dict[str, Any]) -> None:

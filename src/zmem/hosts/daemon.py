@@ -34,6 +34,8 @@ class Resident:
         self.path = data_dir / client.SOCKET_NAME
         self.pkg = str(client._PKG)
         self.build = client.build_id()
+        self.digest = client.code_digest()
+        self._installs: dict[str, tuple[str, str]] = {}  # other install -> (stamps, digest)
         self.env = wire.settings_items()
         self.hooks = Hooks(load_settings())
         self.stale = False
@@ -51,8 +53,8 @@ class Resident:
         if decoded is None:
             return wire.encode_refusal("protocol")
         header, payload = decoded
-        if header.get("pkg") != self.pkg:
-            return wire.encode_refusal("pkg")  # another install shares this data dir
+        if not self._same_code(header.get("pkg")):
+            return wire.encode_refusal("pkg")  # another release shares this data dir
         if client.build_id() != self.build:
             self.stale = True  # the code changed under us: let a fresh process take over
             return wire.encode_refusal("build")
@@ -75,6 +77,23 @@ class Resident:
         fields["ms"] = int((time.monotonic() - t0) * 1000)
         client.log_line(self.data_dir, host, event, reason, fields)
         return wire.encode_reply(reason, out)
+
+    def _same_code(self, pkg: object) -> bool:
+        """The client runs this process's code: the same install, or another install of the
+        same release (Claude Code and Codex each copy the plugin; both must be served warm)."""
+        if pkg == self.pkg:
+            return True
+        if not isinstance(pkg, str) or not os.path.isfile(os.path.join(pkg, "hosts", "wire.py")):
+            return False
+        try:
+            stamps = client.build_id(Path(pkg))
+            known = self._installs.get(pkg)
+            if known is None or known[0] != stamps:
+                known = (stamps, client.code_digest(Path(pkg)))
+                self._installs[pkg] = known
+        except OSError:
+            return False
+        return known[1] == self.digest
 
     def _execute(self, ev: events.HookEvent, t0: float) -> tuple[events.Outcome | None, str]:
         try:
@@ -106,9 +125,11 @@ class Resident:
                     conn, _ = server.accept()
                 except TimeoutError:
                     continue
-                last = time.monotonic()
                 with conn:
-                    self._answer(conn)
+                    if self._answer(conn):
+                        # Only answered requests keep it alive: a client it refuses (another
+                        # release) must not keep an unused process resident for good.
+                        last = time.monotonic()
                 self._between_requests()
         finally:
             try:
@@ -128,7 +149,7 @@ class Resident:
         except Exception:
             self.hooks.close()  # answered per request (reason=error), never by dying
 
-    def _answer(self, conn: socket.socket) -> None:
+    def _answer(self, conn: socket.socket) -> bool:
         conn.settimeout(READ_TIMEOUT_S)
         chunks: list[bytes] = []
         size = 0
@@ -139,9 +160,11 @@ class Resident:
                     break
                 chunks.append(chunk)
                 size += len(chunk)
-            conn.sendall(self.handle(b"".join(chunks)))
+            reply = self.handle(b"".join(chunks))
+            conn.sendall(reply)
         except OSError:
-            pass
+            return False
+        return reply.startswith(b"ok\t")
 
 
 def main(argv: list[str] | None = None) -> None:
