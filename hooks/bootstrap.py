@@ -1,7 +1,9 @@
 """First-run bootstrap, run with the system python3 when the plugin's venv does not exist yet:
 creates <plugin data>/venv and installs the plugin root into it, detached (a hook must return
-at once), single-flighted by a lock file. Prints nothing and always exits 0; the first hooks of
-a fresh install are silent until the venv is ready."""
+at once). Also run with `--repair` by a hook whose venv exists but lacks its packages (a first
+install that failed, e.g. offline): it installs again. Either way at most one attempt per
+10 minutes (the stamp file), so an offline machine is not asked to run pip on every prompt.
+Prints nothing and always exits 0; hooks are silent until the venv is ready."""
 
 import os
 import subprocess
@@ -9,24 +11,32 @@ import sys
 import time
 from pathlib import Path
 
+RETRY_S = 600
 
-def main() -> None:
-    root = Path(__file__).resolve().parents[1]
+
+def plugin_data_dir() -> Path:
     data = os.environ.get("CLAUDE_PLUGIN_DATA") or os.environ.get("PLUGIN_DATA")
-    data_dir = Path(data).expanduser() if data else Path.home() / ".zmem" / "plugin"
+    return Path(data).expanduser() if data else Path.home() / ".zmem" / "plugin"
+
+
+def main(argv: list) -> None:
+    root = Path(__file__).resolve().parents[1]
+    data_dir = plugin_data_dir()
+    venv = data_dir / "venv"
+    if "--repair" in argv and Path(sys.prefix).resolve() != venv.resolve():
+        return  # a venv this bootstrap did not make (a checkout's .venv): not ours to touch
     data_dir.mkdir(parents=True, exist_ok=True)
-    lock = data_dir / "bootstrap.lock"
+    stamp = data_dir / "bootstrap.last"
     try:
-        if time.time() - lock.stat().st_mtime < 600:
-            return  # another hook is already installing
+        if time.time() - stamp.stat().st_mtime < RETRY_S:
+            return  # an install is running or failed moments ago
     except OSError:
         pass
-    lock.touch()
-    venv = data_dir / "venv"
+    stamp.touch()
+    python = venv / "bin" / "python"
+    make_venv = "" if python.exists() else f'"{sys.executable}" -m venv "{venv}" && '
     script = (
-        f'"{sys.executable}" -m venv "{venv}" && '
-        f'"{venv}/bin/python" -m pip install --quiet "{root}" '
-        f'> "{data_dir}/bootstrap.log" 2>&1; rm -f "{lock}"'
+        f'{make_venv}"{python}" -m pip install --quiet "{root}" > "{data_dir}/bootstrap.log" 2>&1'
     )
     subprocess.Popen(
         ["/bin/sh", "-c", script],
@@ -39,7 +49,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     try:
-        main()
+        main(sys.argv[1:])
     except Exception:
         pass
     sys.exit(0)

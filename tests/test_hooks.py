@@ -660,3 +660,60 @@ def test_refused_clients_do_not_keep_a_resident_process_alive(isolated_env, stor
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_a_plugin_venv_without_its_packages_asks_the_bootstrap_to_install_again(tmp_path, repo):
+    """Found live: a first install that failed (offline pip) left a venv without packages, and
+    every later hook failed silently for good. The hook now asks the bootstrap to retry, at
+    most once per 10 minutes."""
+    import shutil
+    import venv
+
+    plugin = tmp_path / "plugin"
+    shutil.copytree(ROOT / "hooks", plugin / "hooks")
+    _copy_package(plugin)
+    pdata = tmp_path / "pdata"
+    venv.create(pdata / "venv", with_pip=False)  # the interpreter is there, nothing else
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZMEM_", "PYTHON"))}
+    env.update(CLAUDE_PLUGIN_DATA=str(pdata), ZMEM_DATA=str(tmp_path / "data"))
+    env.update(ZMEM_HOOK_DAEMON="0", PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_NO_INPUT="1")
+    launch = [str(pdata / "venv" / "bin" / "python"), "-S", str(plugin / "hooks" / "zmem_hook.py")]
+    done = subprocess.run(
+        [*launch, "UserPromptSubmit", "--host", "claude"],
+        input=payload("claude", "UserPromptSubmit", repo).encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stdout == b"" and done.stderr == b""
+    log = (tmp_path / "data" / "zmem-bg.log").read_text()
+    assert "reason=error" in log and "error=ModuleNotFoundError" in log
+    stamp = pdata / "bootstrap.last"
+    for _ in range(100):
+        if stamp.exists():
+            break
+        time.sleep(0.05)
+    assert stamp.exists(), "the bootstrap was not asked to repair the venv"
+    first = stamp.stat().st_mtime_ns
+    subprocess.run(
+        [*launch, "UserPromptSubmit", "--host", "claude"],
+        input=payload("claude", "UserPromptSubmit", repo).encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    time.sleep(0.5)
+    assert stamp.stat().st_mtime_ns == first  # one attempt per 10 minutes, not per prompt
+
+
+def test_the_repair_never_touches_a_venv_the_bootstrap_did_not_make(tmp_path):
+    pdata = tmp_path / "pdata"
+    env = dict(os.environ, CLAUDE_PLUGIN_DATA=str(pdata))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "hooks" / "bootstrap.py"), "--repair"],
+        env=env,
+        capture_output=True,
+        timeout=30,
+    )
+    assert done.returncode == 0 and done.stdout == b""
+    assert not pdata.exists()

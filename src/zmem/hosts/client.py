@@ -180,9 +180,33 @@ def run(host: str, event_name: str, raw: str, ask_daemon: bool = True) -> tuple[
             out, reason, fields = respond(host, event_name, raw, ddir, t0, _run_here)
     except Exception as exc:  # a hook must never fail its host
         out, reason, fields = "", "error", {"error": type(exc).__name__}
+        if isinstance(exc, ImportError):
+            repair_install()
     fields["ms"] = int((time.monotonic() - t0) * 1000)
     log_line(ddir, host, event_name, reason, fields)
     return out, reason
+
+
+def repair_install() -> None:
+    """A plugin venv without its packages (a first install that failed offline) would leave
+    every hook silently off for good: the host's `|| bootstrap.py` fallback never runs again
+    once the venv exists. Ask the bootstrap to install again; it acts only on the venv it made
+    and at most once per 10 minutes."""
+    script = _PKG.parents[1] / "hooks" / "bootstrap.py"
+    if not script.is_file():
+        return
+    import subprocess
+
+    try:
+        subprocess.Popen(
+            [sys.executable, str(script), "--repair"],  # site sets sys.prefix to the venv
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        pass
 
 
 def _ask_resident(host: str, event_name: str, raw: str, ddir: Path) -> tuple[str, bytes]:
