@@ -246,6 +246,8 @@ def test_claude_session_start_context_reaches_the_model(claude_tool_session):
     assert "SessionStart hook additional context" in first, s.where()
     assert MARKER in first and GLOBAL_ROW in first and SKILL_LINE in first
     assert NS in first
+    # Claude Code puts AGENTS.md in context itself; ZMem must not add it a second time.
+    assert first.count("Project rule: run make lint") == 1, s.where()
     assert not s.world.bootstrap_calls.exists(), s.world.bootstrap_calls.read_text()
 
 
@@ -433,6 +435,9 @@ def test_codex_session_start_context_reaches_the_model(codex_tool_session):
     ctx = [t for t in first if SKILL_LINE in t]
     assert len(ctx) == 1 and MARKER in ctx[0] and GLOBAL_ROW in ctx[0], s.where()
     assert "/plugins/cache/" in ctx[0]  # the skill line names the installed copy
+    # Codex puts AGENTS.md in context itself; ZMem must not add it a second time.
+    body = json.dumps(s.turn_requests()[0]["body"], ensure_ascii=False)
+    assert body.count("Project rule: run make lint") == 1, s.where()
     assert not s.world.bootstrap_calls.exists(), s.world.bootstrap_calls.read_text()
 
 
@@ -486,6 +491,57 @@ def test_codex_subagent_start(codex_world):
     assert sub, s.where()
     # Codex 0.171 accepts SubagentStart additionalContext and hands it to the subagent.
     assert any("PROBE-SUBAGENT-CONTEXT" in t for t in developer_texts(sub[0])), s.where()
+
+
+@needs_codex
+def test_codex_subagent_start_delivers_zmem_context(codex_world):
+    world, home = codex_world
+    world.clear_log()
+    s = run_codex(world, home, "Delegate the check.", subagent_task=SUBAGENT_TASK)
+    assert s.done.returncode == 0, s.where()
+    assert [r["reason"] for r in world.logged("codex", "SubagentStart")] == ["injected"]
+    sub = [r for r in s.requests if any(SUBAGENT_TASK == t for t in _user_texts(r))]
+    assert sub, s.where()
+    # One block from SubagentStart (recent rows), one from the subagent's UserPromptSubmit.
+    blocks = [t for t in developer_texts(sub[0]) if "<zmem-memories>" in t]
+    assert len(blocks) >= 2, s.where()
+
+
+@needs_codex
+def test_codex_is_answered_by_a_resident_process_another_install_started(codex_world):
+    """Claude Code's plugin (here: the checkout) started the resident process; Codex's copy of
+    the same release must be served by it, not run in-process on every event."""
+    assert VENV is not None
+    world, home = codex_world
+    world.clear_log()
+    warm = {"ZMEM_HOOK_DAEMON": "1", "ZMEM_HOOKD_IDLE_S": "20"}
+    proc = subprocess.Popen(
+        [str(VENV / "bin" / "python"), "-m", "zmem.hosts.daemon", str(world.data)],
+        env=world.env(**warm, PYTHONPATH=str(ROOT / "src")),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        sock = world.data / "zmem-hookd.sock"
+        for _ in range(300):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        assert sock.exists(), "the resident process did not start"
+        cmd_env = world.env(CODEX_HOME=str(home), **warm)
+        cmd = [
+            str(CODEX), "exec", "--skip-git-repo-check", "--sandbox", "danger-full-access",
+            "-c", 'model_providers.mock.base_url="{MOCK_URL}/v1"',
+            "--dangerously-bypass-hook-trust", PROMPT,
+        ]  # fmt: skip
+        s = Session(world, *_run(world, cmd, cmd_env))
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert s.done.returncode == 0, s.where()
+    context = [r for r in world.log() if r.get("event") in ("SessionStart", "UserPromptSubmit")]
+    assert context and all(r.get("via") == "daemon" for r in context), s.where()
 
 
 def _user_texts(request: dict) -> list[str]:
