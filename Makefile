@@ -4,8 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
+# The real Claude Code and Codex CLIs for tests/test_live_hosts.py (offline against a local mock
+# model API), pinned in tests/host-clis.txt; from the npm registry when npm is on PATH.
+HOST_CLIS := $(shell cat tests/host-clis.txt)
+HOST_CLI_DIR := $(or $(ZMEM_HOST_CLI_DIR),$(HOME)/.cache/zmem-host-clis)
+HOST_CLI_STAMP := $(HOST_CLI_DIR)/.installed-$(shell cksum < tests/host-clis.txt | cut -d' ' -f1)
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo test lint format bench clean host-clis
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +33,16 @@ install: $(STAMP)  ## create .venv and install zmem (leaves .venv/bin/zmem)
 demo: install  ## scripted session on a throwaway store
 	@bash scripts/demo.sh
 
-test: $(TEST_STAMP)  ## the whole suite (pytest exits 5 on no tests: that fails too)
-	$(BIN)/python -m pytest
+$(HOST_CLI_STAMP):
+	@if command -v npm >/dev/null 2>&1; then \
+		npm install --silent --no-audit --no-fund --prefix "$(HOST_CLI_DIR)" $(HOST_CLIS) \
+		&& touch "$@"; \
+	else echo "npm not found: tests/test_live_hosts.py will skip (no claude/codex CLI)"; fi
+
+host-clis: $(HOST_CLI_STAMP)  ## the pinned claude and codex CLIs for the live host tests
+
+test: $(TEST_STAMP) $(HOST_CLI_STAMP)  ## the whole suite (pytest exits 5 on no tests: fails too)
+	ZMEM_HOST_CLI_DIR="$(HOST_CLI_DIR)" $(BIN)/python -m pytest
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests bench scripts skills

@@ -30,7 +30,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PINNED = ("@anthropic-ai/claude-code@2.1.332", "@openai/codex@0.171.0")
+# `make test` installs exactly these (the Makefile reads the same file).
+PINNED = tuple((ROOT / "tests" / "host-clis.txt").read_text().split())
 CLI_DIR = Path(os.environ.get("ZMEM_HOST_CLI_DIR") or "~/.cache/zmem-host-clis").expanduser()
 INSTALL = f"npm install --prefix {CLI_DIR} {' '.join(PINNED)}"
 VENV = Path(sys.prefix) if sys.prefix != sys.base_prefix else None
