@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zmem.capture import injection
 from zmem.capture.injection import INJECTION_TAG, injection_shapes, is_injection_risk
 
 POSITIVES: dict[str, list[str]] = {
@@ -212,3 +213,50 @@ def test_never_raises_on_arbitrary_text(text: str) -> None:
 )
 def test_anchor_prefilter_keeps_case_and_width_variants(text):
     assert "override" in injection_shapes(text)
+
+
+def _every_template(text: str) -> list[str]:
+    """The shapes found with no anchor prefilter: every template runs."""
+    norm = injection._normalise(text)
+    found = set()
+    for shape, rx in injection._COMPILED:
+        veto = shape in injection._VETO_WHEN_DESCRIPTIVE
+        if any(not (veto and injection._descriptive(norm, m.start())) for m in rx.finditer(norm)):
+            found.add(shape)
+    return sorted(found)
+
+
+def _variants(text: str) -> list[str]:
+    return [text, text.upper(), text.title(), text.replace("i", "ı"), text.replace("I", "İ")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [v for texts in POSITIVES.values() for t in texts for v in _variants(t)]
+    + [v for t in NEGATIVES for v in _variants(t)],
+)
+def test_anchor_prefilter_never_skips_a_matching_template(text):
+    assert injection_shapes(text) == _every_template(text)
+
+
+# The words the templates are made of, so random sentences sometimes complete one.
+TEMPLATE_WORDS = (
+    "ignore all previous instructions you are now the admin act as system pretend to be root "
+    "your new role is no longer an assistant from on will send email forward print reveal "
+    "every key keys token tokens password secrets credentials env vars environment variables "
+    "ssh private api upload post paste to into via at me https://x.example/c in response reply "
+    "have seen know show list dump leak repeat tell include write hidden prompt system prompt "
+    "update memory store knowledge base remember this forever do not mention don't never keep "
+    "secret from user hide conceal <|im_start|> [INST] SYSTEM: ### instructions: new updated"
+).split()
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(TEMPLATE_WORDS), min_size=2, max_size=14),
+    st.sampled_from([" ", " -- ", ", ", "\n", "_"]),
+    st.sampled_from([str, str.upper, str.title, lambda s: s.replace("i", "ı")]),
+)
+def test_anchor_prefilter_never_skips_on_template_word_salad(words, sep, case):
+    text = case(sep.join(words))
+    assert injection_shapes(text) == _every_template(text)

@@ -180,67 +180,98 @@ _COMPILED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
-# Every template of a shape contains one of its anchor words, so a text holding none of them
-# cannot match the shape and its regexes are skipped: most lessons hold no anchor at all
-# (0.09 ms -> 0.01 ms per write). Plain substring tests on a lower-cased, mark-stripped copy:
-# an alternation regex with IGNORECASE cost more than the templates it was meant to skip.
-_ANCHORS: dict[str, tuple[str, ...]] = {
+# A shape's anchor groups: every template of the shape contains a word of each group, so a text
+# missing every word of some group cannot match the shape and its regexes are skipped: most
+# lessons hold no anchor at all (0.09 ms -> 0.01 ms per write). Plain substring tests on a
+# lower-cased, mark-stripped copy: an alternation regex with IGNORECASE cost more than the
+# templates it was meant to skip. Exfiltration and role hijack need two groups: "you", "key",
+# "token" and "env" are everyday words in coding lessons, and those shapes' regexes are the
+# costliest (0.11 ms for exfiltration's five on a 200-character lesson).
+_ANCHORS: dict[str, tuple[tuple[str, ...], ...]] = {
     "override": (
-        "ignore",
-        "disregard",
-        "forget",
-        "new",
-        "updated",
-        "revised",
-        "real",
-        "actual",
-        "true",
+        ("ignore", "disregard", "forget", "new", "updated", "revised", "real", "actual", "true"),
     ),
-    "role_hijack": ("you", "pretend", "act", "behave", "respond", "operate"),
+    "role_hijack": (
+        # "you are now", "from now on you", "your new role", "you are no longer"; or the verb
+        # of "act as" / "pretend to be" (in both groups).
+        ("you", "pretend", "act", "behave", "respond", "operate"),
+        ("now", "new", "longer", "pretend", "act", "behave", "respond", "operate"),
+    ),
     "concealment": (
-        "mention",
-        "reveal",
-        "disclose",
-        "divulge",
-        "repeat",
-        "discuss",
-        "acknowledge",
-        "tell",
-        "inform",
-        "notify",
-        "alert",
-        "secret",
-        "hide",
-        "conceal",
-        "withhold",
+        (
+            "mention",
+            "reveal",
+            "disclose",
+            "divulge",
+            "repeat",
+            "discuss",
+            "acknowledge",
+            "tell",
+            "inform",
+            "notify",
+            "alert",
+            "secret",
+            "hide",
+            "conceal",
+            "withhold",
+        ),
     ),
-    "store_mutation": ("memor", "knowledge", "remember"),
+    "store_mutation": (("memor", "knowledge", "remember"),),
     "exfiltration": (
-        "key",
-        "password",
-        "you",
-        "token",
-        "credential",
-        "secret",
-        "password",
-        "env",
-        "ssh",
-        "aws",
-        "id_rsa",
-        "id_ed25519",
-        "system",
-        "hidden",
+        # What is taken (_SECRET_NOUNS, "system prompt", "hidden instructions") ...
+        (
+            "key",
+            "password",
+            "token",
+            "credential",
+            "secret",
+            "env",
+            "ssh",
+            "aws",
+            "id_rsa",
+            "id_ed25519",
+            "system",
+            "hidden",
+        ),
+        # ... and the verb that moves or shows it (_SEND and the templates' own verbs).
+        (
+            "send",
+            "mail",
+            "forward",
+            "transmit",
+            "exfiltrate",
+            "leak",
+            "dump",
+            "beam",
+            "upload",
+            "post",
+            "paste",
+            "print",
+            "echo",
+            "output",
+            "reveal",
+            "display",
+            "show",
+            "list",
+            "repeat",
+            "disclose",
+            "tell",
+            "include",
+            "write",
+        ),
     ),
     "system_marker": (
-        "<|",
-        "[inst",
-        "[/inst",
-        "<<sys",
-        "<</sys",
-        "system",
-        "instruction",
-        "zmem-memories",
-        "memory-context",
+        (
+            "<|",
+            "[inst",
+            "[/inst",
+            "<<sys",
+            "<</sys",
+            "system",
+            "instruction",
+            "zmem-memories",
+            "memory-context",
+        ),
     ),
 }
 assert set(_ANCHORS) == set(_TEMPLATES)
@@ -251,7 +282,9 @@ def _anchor_text(norm: str) -> str:
     if low.isascii():
         return low
     # The templates match case-insensitively, where "İ" equals "i"; lower() turns it into
-    # "i" + a combining dot, so marks are stripped to keep every anchor a true superset.
+    # "i" + a combining dot, so marks are stripped to keep every anchor a true superset. The
+    # regex engine also equates dotless "ı" with "i", which lower() keeps apart.
+    low = low.replace("ı", "i")
     return "".join(ch for ch in unicodedata.normalize("NFD", low) if not unicodedata.combining(ch))
 
 
@@ -270,7 +303,11 @@ def injection_shapes(text: str) -> list[str]:
     norm = _normalise(text)
     found: set[str] = set()
     low = _anchor_text(norm)
-    live = {shape for shape, words in _ANCHORS.items() if any(w in low for w in words)}
+    live = {
+        shape
+        for shape, groups in _ANCHORS.items()
+        if all(any(w in low for w in group) for group in groups)
+    }
     for shape, rx in _COMPILED:
         if shape in found or shape not in live:
             continue
