@@ -4,6 +4,7 @@ lets a set-similarity filter be expressed as an FTS query without losing candida
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -37,12 +38,19 @@ def fold(text: str) -> str:
 
 def words(text: str) -> list[str]:
     """Every token in order, folded; duplicates kept."""
-    return _WORD.findall(fold(text))
+    return list(_words(text))
+
+
+# An add tokenises its text three times over (the fake embedding, the similarity tokens, the
+# polarity guard): the last few texts' tokens are kept. Callers get their own list.
+@functools.lru_cache(maxsize=32)
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(_WORD.findall(fold(text)))
 
 
 def content_tokens(text: str) -> frozenset[str]:
     """The distinct non-stop-word tokens: the unit of Jaccard similarity."""
-    return frozenset(w for w in words(text) if w not in STOP_WORDS)
+    return frozenset(_words(text)).difference(STOP_WORDS)
 
 
 # Words that flip or assert the polarity of a lesson. They are excluded from similarity so that

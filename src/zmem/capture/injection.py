@@ -303,11 +303,8 @@ def injection_shapes(text: str) -> list[str]:
     norm = _normalise(text)
     found: set[str] = set()
     low = _anchor_text(norm)
-    live = {
-        shape
-        for shape, groups in _ANCHORS.items()
-        if all(any(w in low for w in group) for group in groups)
-    }
+    has = low.__contains__  # map() keeps the ~60 substring tests per text in C
+    live = {shape for shape, groups in _ANCHORS.items() if all(any(map(has, g)) for g in groups)}
     for shape, rx in _COMPILED:
         if shape in found or shape not in live:
             continue
