@@ -275,6 +275,7 @@ _ANCHORS: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
 }
 assert set(_ANCHORS) == set(_TEMPLATES)
+_BY_SHAPE = {shape: tuple(rx for s, rx in _COMPILED if s == shape) for shape in _TEMPLATES}
 
 
 def _anchor_text(norm: str) -> str:
@@ -301,19 +302,21 @@ def _descriptive(text: str, start: int) -> bool:
 def injection_shapes(text: str) -> list[str]:
     """Sorted unique names of the injection shapes present in ``text``."""
     norm = _normalise(text)
-    found: set[str] = set()
-    low = _anchor_text(norm)
-    has = low.__contains__  # map() keeps the ~60 substring tests per text in C
-    live = {shape for shape, groups in _ANCHORS.items() if all(any(map(has, g)) for g in groups)}
-    for shape, rx in _COMPILED:
-        if shape in found or shape not in live:
-            continue
-        veto = shape in _VETO_WHEN_DESCRIPTIVE
+    has = _anchor_text(norm).__contains__  # map() keeps the ~60 substring tests in C
+    found = []
+    for shape, groups in _ANCHORS.items():
+        if all(any(map(has, g)) for g in groups) and _matches(shape, norm):
+            found.append(shape)
+    return sorted(found)
+
+
+def _matches(shape: str, norm: str) -> bool:
+    veto = shape in _VETO_WHEN_DESCRIPTIVE
+    for rx in _BY_SHAPE[shape]:
         for m in rx.finditer(norm):
             if not (veto and _descriptive(norm, m.start())):
-                found.add(shape)
-                break
-    return sorted(found)
+                return True
+    return False
 
 
 def is_injection_risk(text: str) -> bool:
