@@ -43,20 +43,6 @@ def _bare_package(pkg_dir: str) -> None:
         sys.modules["zmem"] = stub
 
 
-def _event_and_host(argv: list) -> tuple:
-    event, host = "", ""
-    rest = list(argv)
-    while rest:
-        a = rest.pop(0)
-        if a == "--host" and rest:
-            host = rest.pop(0)
-        elif a.startswith("--host="):
-            host = a.split("=", 1)[1]
-        elif not event:
-            event = a
-    return event, host
-
-
 def main() -> None:
     try:
         raw = sys.stdin.buffer.read()
@@ -66,7 +52,7 @@ def main() -> None:
     _bare_package(pkg_dir)
     from zmem.hosts import wire
 
-    event, host = _event_and_host(sys.argv[1:])
+    event, host = wire.parse_argv(sys.argv[1:])
     state, body = wire.fast_path(host, event, raw, os.path.realpath(pkg_dir))
     if state == wire.ANSWERED:
         while body:

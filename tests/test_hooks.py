@@ -4,6 +4,7 @@ as each host accepts it; fail-open on corrupt and locked stores and on bad input
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -350,26 +351,35 @@ def test_client_imports_almost_nothing_before_work(isolated_env, repo):
 # ---- the warm resident process -------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def started_resident(data: Path, **env: str):
+    """A resident process on `data` (killed on exit): (process, socket path) once it listens."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zmem.hosts.daemon", str(data)],
+        env=dict(os.environ, ZMEM_HOOK_DAEMON="1", **env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        sock = data / client.SOCKET_NAME
+        for _ in range(200):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        assert sock.exists(), "the resident process did not start"
+        yield proc, sock
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 @pytest.fixture
 def resident(isolated_env: Path, store_path: Path, monkeypatch):
     monkeypatch.setenv("ZMEM_HOOK_DAEMON", "1")
     monkeypatch.setenv("ZMEM_HOOKD_IDLE_S", "20")
     seed(store_path)
-    data = isolated_env / "data"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "zmem.hosts.daemon", str(data)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    sock = data / client.SOCKET_NAME
-    for _ in range(200):
-        if sock.exists():
-            break
-        time.sleep(0.05)
-    assert sock.exists()
-    yield proc, sock
-    proc.kill()
-    proc.wait(timeout=10)
+    with started_resident(isolated_env / "data") as started:
+        yield started
 
 
 def test_resident_process_answers(resident, repo, isolated_env):
@@ -434,19 +444,7 @@ def test_a_resident_process_running_old_code_hands_over(tmp_path, isolated_env, 
 
     seed(store_path)
     src = _copy_package(tmp_path)
-    data = isolated_env / "data"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "zmem.hosts.daemon", str(data)],
-        env=dict(os.environ, ZMEM_HOOK_DAEMON="1", PYTHONPATH=str(src)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        sock = data / wire.SOCKET_NAME
-        for _ in range(200):
-            if sock.exists():
-                break
-            time.sleep(0.05)
+    with started_resident(isolated_env / "data", PYTHONPATH=str(src)) as (proc, sock):
         pkg = str((src / "zmem").resolve())
         ask = {"prompt": "pytest before git push?", "session_id": "s", "cwd": str(tmp_path)}
         request = wire.encode_request("claude", "UserPromptSubmit", pkg, json.dumps(ask).encode())
@@ -464,9 +462,6 @@ def test_a_resident_process_running_old_code_hands_over(tmp_path, isolated_env, 
         assert wire.ask(str(sock), request, 10.0) == (wire.REFUSED, b"build")
         assert proc.wait(timeout=10) == 0
         assert not sock.exists()
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 def test_the_resident_process_never_reuses_a_previous_requests_host_env(
@@ -639,27 +634,12 @@ def test_refused_clients_do_not_keep_a_resident_process_alive(isolated_env, stor
     from zmem.hosts import wire
 
     seed(store_path)
-    data = isolated_env / "data"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "zmem.hosts.daemon", str(data)],
-        env=dict(os.environ, ZMEM_HOOK_DAEMON="1", ZMEM_HOOKD_IDLE_S="1.5"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        sock = data / wire.SOCKET_NAME
-        for _ in range(200):
-            if sock.exists():
-                break
-            time.sleep(0.05)
+    with started_resident(isolated_env / "data", ZMEM_HOOKD_IDLE_S="1.5") as (proc, sock):
         deadline = time.monotonic() + 8
         while proc.poll() is None and time.monotonic() < deadline:
             assert wire.ask(str(sock), b"not a request", 2.0)[0] != wire.ANSWERED
             time.sleep(0.2)
         assert proc.poll() == 0
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 def test_a_plugin_venv_without_its_packages_asks_the_bootstrap_to_install_again(tmp_path, repo):

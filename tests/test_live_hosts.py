@@ -16,6 +16,7 @@ bootstrap, which must not happen."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -162,6 +163,30 @@ class World:
     def logged(self, host: str, event: str) -> list[dict[str, str]]:
         return [r for r in self.log() if r.get("host") == host and r.get("event") == event]
 
+    @contextlib.contextmanager
+    def resident(self, warm: dict[str, str]) -> Iterator[None]:
+        """A resident process on this data dir running the checkout's code (as Claude Code's
+        plugin started from the checkout would), killed on exit."""
+        assert VENV is not None
+        proc = subprocess.Popen(
+            [str(VENV / "bin" / "python"), "-m", "zmem.hosts.daemon", str(self.data)],
+            env=self.env(**warm, PYTHONPATH=str(ROOT / "src")),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            sock = self.data / "zmem-hookd.sock"
+            for _ in range(300):
+                if sock.exists():
+                    break
+                time.sleep(0.05)
+            assert sock.exists(), "the resident process did not start"
+            yield
+        finally:
+            proc.kill()
+            proc.wait(timeout=10)
+
     def clear_log(self) -> None:
         (self.data / "zmem-bg.log").unlink(missing_ok=True)
 
@@ -293,25 +318,8 @@ def test_claude_hooks_answered_by_the_resident_process(tmp_path_factory):
     assert VENV is not None
     world = World(tmp_path_factory.mktemp("claude-warm"))
     warm = {"ZMEM_HOOK_DAEMON": "1", "ZMEM_HOOKD_IDLE_S": "10"}
-    env = world.env(**warm, PYTHONPATH=str(ROOT / "src"))
-    proc = subprocess.Popen(
-        [str(VENV / "bin" / "python"), "-m", "zmem.hosts.daemon", str(world.data)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        sock = world.data / "zmem-hookd.sock"
-        for _ in range(300):
-            if sock.exists():
-                break
-            time.sleep(0.05)
-        assert sock.exists(), "the resident process did not start"
+    with world.resident(warm):
         s = run_claude(world, PROMPT, env=warm)
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
     assert s.done.returncode == 0, s.where()
     context = [r for r in world.log() if r.get("event") in ("SessionStart", "UserPromptSubmit")]
     assert len(context) == 2 and all(r["reason"] == "injected" for r in context), s.where()
@@ -378,7 +386,15 @@ def install_codex_plugin(world: World, home: Path) -> None:
     world.link_venv(home / "plugins" / "data" / f"zmem-{MARKETPLACE}")
 
 
-def run_codex(world: World, home: Path, prompt: str, *, trust: bool = True, **kw) -> Session:
+def run_codex(
+    world: World,
+    home: Path,
+    prompt: str,
+    *,
+    trust: bool = True,
+    env: dict[str, str] | None = None,
+    **kw: Any,
+) -> Session:
     assert CODEX is not None
     cmd = [
         str(CODEX),
@@ -392,7 +408,8 @@ def run_codex(world: World, home: Path, prompt: str, *, trust: bool = True, **kw
     if trust:
         cmd.append("--dangerously-bypass-hook-trust")
     cmd.append(prompt)
-    return Session(world, *_run(world, cmd, world.env(CODEX_HOME=str(home)), **kw))
+    full_env = world.env(CODEX_HOME=str(home), **(env or {}))
+    return Session(world, *_run(world, cmd, full_env, **kw))
 
 
 def developer_texts(request: dict) -> list[str]:
@@ -516,30 +533,8 @@ def test_codex_is_answered_by_a_resident_process_another_install_started(codex_w
     world, home = codex_world
     world.clear_log()
     warm = {"ZMEM_HOOK_DAEMON": "1", "ZMEM_HOOKD_IDLE_S": "20"}
-    proc = subprocess.Popen(
-        [str(VENV / "bin" / "python"), "-m", "zmem.hosts.daemon", str(world.data)],
-        env=world.env(**warm, PYTHONPATH=str(ROOT / "src")),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        sock = world.data / "zmem-hookd.sock"
-        for _ in range(300):
-            if sock.exists():
-                break
-            time.sleep(0.05)
-        assert sock.exists(), "the resident process did not start"
-        cmd_env = world.env(CODEX_HOME=str(home), **warm)
-        cmd = [
-            str(CODEX), "exec", "--skip-git-repo-check", "--sandbox", "danger-full-access",
-            "-c", 'model_providers.mock.base_url="{MOCK_URL}/v1"',
-            "--dangerously-bypass-hook-trust", PROMPT,
-        ]  # fmt: skip
-        s = Session(world, *_run(world, cmd, cmd_env))
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+    with world.resident(warm):
+        s = run_codex(world, home, PROMPT, env=warm)
     assert s.done.returncode == 0, s.where()
     context = [r for r in world.log() if r.get("event") in ("SessionStart", "UserPromptSubmit")]
     assert context and all(r.get("via") == "daemon" for r in context), s.where()

@@ -284,24 +284,10 @@ def _with_deadline(ev: events.HookEvent, seconds: float) -> events.Outcome | Non
     return box["outcome"]
 
 
-def parse_argv(argv: list[str]) -> tuple[str, str]:
-    event, host = "", ""
-    rest = list(argv)
-    while rest:
-        a = rest.pop(0)
-        if a == "--host" and rest:
-            host = rest.pop(0)
-        elif a.startswith("--host="):
-            host = a.split("=", 1)[1]
-        elif not event:
-            event = a
-    return event, host
-
-
 def main(argv: list[str] | None = None, raw: bytes | None = None, ask_daemon: bool = True) -> None:
     """Process entry (the launchers): always exit 0, never wait for a stuck verb. The launcher
     passes stdin it already read and whether the resident process was already asked."""
-    event, host = parse_argv(sys.argv[1:] if argv is None else argv)
+    event, host = wire.parse_argv(sys.argv[1:] if argv is None else argv)
     if raw is None:
         try:
             raw = sys.stdin.buffer.read()

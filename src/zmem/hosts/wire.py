@@ -33,6 +33,21 @@ def flag(name: str, default: bool = True, environ=os.environ) -> bool:
     return default
 
 
+def parse_argv(argv: list[str]) -> tuple[str, str]:
+    """(event, host) from `<Event> --host NAME` (or --host=NAME), in any order."""
+    event, host = "", ""
+    rest = list(argv)
+    while rest:
+        a = rest.pop(0)
+        if a == "--host" and rest:
+            host = rest.pop(0)
+        elif a.startswith("--host="):
+            host = a.split("=", 1)[1]
+        elif not event:
+            event = a
+    return event, host
+
+
 def data_dir_path(environ=os.environ) -> str:
     return os.path.expanduser(environ.get("ZMEM_DATA", "").strip() or "~/.zmem")
 
