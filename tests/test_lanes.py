@@ -68,3 +68,72 @@ def test_broad_entities_leave_the_entity_lane(store, monkeypatch):
     narrow = EntityLane().run(conn, QueryPlan("docker kubectl"), scope, 50)  # a new recall
     assert len(narrow.ranked) == 1  # only the kubectl row: docker links 6 rows > 3
     assert EntityLane().run(conn, QueryPlan("docker"), scope, 50).ranked == []
+
+
+@pytest.fixture
+def common_word_store(store):
+    """Every row says 'build'; three also say 'docker'. Distinct other words keep the rows
+    from deduplicating."""
+    for i in range(20):
+        extra = "docker image" if i % 7 == 0 else "pipeline"
+        store.add(
+            f"the build step {i} uses {extra} cache{i} marker{i}",
+            namespace="project:a",
+            type="fact",
+            signal="test",
+        )
+    return store
+
+
+def _recorded_fts(monkeypatch) -> list[str]:
+    seen: list[str] = []
+    real = db.fts_top
+
+    def recording(conn, match, limit):
+        seen.append(match)
+        return real(conn, match, limit)
+
+    monkeypatch.setattr(db, "fts_top", recording)
+    return seen
+
+
+def test_a_term_half_the_store_holds_is_not_informative(common_word_store):
+    conn = common_word_store._conn
+    assert QueryPlan("docker build").informative_terms(conn) == ["docker"]
+    assert QueryPlan("build").informative_terms(conn) == []
+    assert QueryPlan("docker image").informative_terms(conn) == ["docker", "image"]
+
+
+def test_rows_matching_only_a_common_term_still_fill_a_short_pool(common_word_store):
+    conn = common_word_store._conn
+    scope = Scope(("project:a",), None, 0.25)
+    out = lanes.FtsLane().run(conn, QueryPlan("docker build"), scope, 50)
+    docker = {r[0] for r in conn.execute("SELECT rid FROM memory WHERE content LIKE '%docker%'")}
+    assert len(out.ranked) == 20  # every row holds 'build'
+    assert set(out.ranked[:3]) == docker  # the informative matches first, as bm25 ranks them
+    full = db.fts_lane(conn, fts_expression(["docker", "build"], "OR"), scope, 3)
+    assert out.ranked[:3] == [rid for rid, _ in full]
+
+
+def test_the_common_term_is_not_ranked_when_the_informative_pass_fills_the_pool(
+    common_word_store, monkeypatch
+):
+    conn = common_word_store._conn
+    seen = _recorded_fts(monkeypatch)
+    scope = Scope(("project:a",), None, 0.25)
+    out = lanes.FtsLane().run(conn, QueryPlan("docker cache0 build"), scope, 3)
+    assert len(out.ranked) == 3  # 1 row holds all three terms, 3 hold docker
+    assert '"docker" OR "cache0"' in seen
+    assert '"docker" OR "cache0" OR "build"' not in seen  # 20 rows of bm25 for nothing
+
+
+def test_tiers_share_one_unscoped_fts_ranking(store, monkeypatch):
+    for i in range(12):
+        ns = "user:global" if i % 3 == 0 else "project:a"
+        store.add(f"rotate the signing key {i} weekly", namespace=ns, type="fact", signal="test")
+    seen = _recorded_fts(monkeypatch)
+    report = store.recall_report(
+        "signing key rotation", namespace="project:a", include_global=True, telemetry=False
+    )
+    assert {h.tier for h in report.hits} == {"namespace", "global"}
+    assert len(seen) == len(set(seen))  # each expression ranked once for both tiers

@@ -74,6 +74,28 @@ def fts_top(conn: apsw.Connection, match: str, limit: int) -> list[tuple[int, fl
     return [(r[0], r[1]) for r in conn.execute(sql, (match, limit))]
 
 
+def term_rows(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, int]:
+    """How many rows the FTS index holds each term in (absent terms are left out), read from an
+    fts5vocab view in the connection's temp schema: it counts a term's doclist, ~20x cheaper
+    per row than ranking the same rows with bm25()."""
+    if not terms:
+        return {}
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.zmem_fts_terms "
+        "USING fts5vocab(main, memory_fts, row)"
+    )
+    marks = ",".join("?" * len(terms))
+    rows = conn.execute(f"SELECT term, doc FROM temp.zmem_fts_terms WHERE term IN ({marks})", terms)
+    return {term: doc for term, doc in rows}
+
+
+def indexed_rows_bound(conn: apsw.Connection) -> int:
+    """At least the number of rows FTS5 indexes (every memory row; rows leave only by purge),
+    in one index probe where count(*) would scan the table."""
+    (n,) = conn.execute("SELECT coalesce(max(rid), 0) FROM memory").fetchone()
+    return n
+
+
 def in_scope(conn: apsw.Connection, rids: Sequence[int], scope: Scope) -> set[int]:
     """The subset of rids the scope admits."""
     if not rids:

@@ -35,6 +35,12 @@ class QueryPlan:
     # A long-lived process's in-memory copy of the index; used only while it is fresh.
     vector_cache: VectorCache | None = field(default=None, repr=False)
     _narrow: list[str] | None = field(default=None, repr=False)
+    _informative: list[str] | None = field(default=None, repr=False)
+    # match expression -> (window asked, rows): the unscoped FTS ranking is the same for every
+    # tier, so the global tier reuses the namespace tier's (a prefix of a deeper window).
+    _fts_tops: dict[str, tuple[int, list[tuple[int, float]]]] = field(
+        default_factory=dict, repr=False
+    )
 
     @cached_property
     def terms(self) -> list[str]:
@@ -53,6 +59,26 @@ class QueryPlan:
             breadth = db.entity_breadth(conn, entity_ids, ENTITY_BROAD_LINKS)
             self._narrow = [e for e in entity_ids if breadth[e] <= ENTITY_BROAD_LINKS]
         return self._narrow
+
+    def informative_terms(self, conn: apsw.Connection) -> list[str]:
+        """The terms bm25 can rank by: FTS5 clamps the IDF of a term held by half the rows or
+        more to 1e-6, so a row matching only such terms scores ~0 and ranks below every row
+        matching one of these. Empty when every term is that common."""
+        if self._informative is None:
+            bound = db.indexed_rows_bound(conn)
+            rows = db.term_rows(conn, self.terms)
+            self._informative = [t for t in self.terms if 2 * rows.get(t, 0) < bound]
+        return self._informative
+
+    def fts_top(self, conn: apsw.Connection, match: str, window: int) -> list[tuple[int, float]]:
+        """db.fts_top, once per expression and recall: ORDER BY is total (score, then rowid),
+        so a shallower window is a prefix of a deeper one."""
+        known = self._fts_tops.get(match)
+        if known is not None and (known[0] >= window or len(known[1]) < known[0]):
+            return known[1][:window]
+        rows = db.fts_top(conn, match, window)
+        self._fts_tops[match] = (window, rows)
+        return rows
 
     @cached_property
     def aliases(self) -> list[str]:
@@ -86,7 +112,10 @@ ENTITY_BROAD_LINKS = 2000
 
 class FtsLane:
     """BM25 over content and tags. Rows holding every term rank first (an AND pass), then the
-    rest of the OR pool by score, so a long query still ranks complete matches on top."""
+    OR pool by score, so a long query still ranks complete matches on top. The OR pool is
+    ranked over the informative terms first: a term held by half the store adds nothing to
+    bm25 but would make FTS5 score every row it holds (all 100k of them, ~15 ms per 10k); rows
+    matching only such terms come after, from the full OR, when the pool is still short."""
 
     name = "fts"
 
@@ -97,13 +126,21 @@ class FtsLane:
             return out
         scores: dict[int, float] = {}
         if len(terms) > 1:
-            for rid, s in _scoped_top(conn, fts_expression(terms, "AND"), scope, depth):
+            for rid, s in _scoped_top(conn, fts_expression(terms, "AND"), scope, depth, plan):
                 out.ranked.append(rid)
                 scores[rid] = s
+        passes = [terms]
         if len(out.ranked) < depth:
-            # Over-fetch by what the AND pass found: those rows come back and are skipped.
+            informative = plan.informative_terms(conn)
+            if informative and len(informative) < len(terms):
+                passes.insert(0, informative)
+        for pass_terms in passes:
+            if len(out.ranked) >= depth:
+                break
+            # Over-fetch by what earlier passes found: those rows come back and are skipped.
             want = depth + len(out.ranked)
-            for rid, s in _scoped_top(conn, fts_expression(terms, "OR"), scope, want):
+            match = fts_expression(pass_terms, "OR")
+            for rid, s in _scoped_top(conn, match, scope, want, plan):
                 if rid not in scores:
                     out.ranked.append(rid)
                     scores[rid] = s
@@ -117,14 +154,19 @@ class FtsLane:
 
 
 def _scoped_top(
-    conn: apsw.Connection, match: str, scope: Scope, want: int
+    conn: apsw.Connection,
+    match: str,
+    scope: Scope,
+    want: int,
+    plan: QueryPlan | None = None,
 ) -> list[tuple[int, float]]:
     """The scoped top `want` rows of an FTS query, exactly. First rank the unscoped top
     want * PREFETCH rows inside FTS5 alone and keep those the scope admits: any in-scope row
     outside that window scores below every row inside it, so if `want` survive they are the
-    true top. Only when the scope is too narrow for that does the scoped join run."""
+    true top. Only when the scope is too narrow for that does the scoped join run. With a
+    plan, the unscoped ranking is shared by the recall's tiers."""
     window = want * PREFETCH
-    top = db.fts_top(conn, match, window)
+    top = plan.fts_top(conn, match, window) if plan is not None else db.fts_top(conn, match, window)
     admitted = db.in_scope(conn, [rid for rid, _ in top], scope)
     survivors = [(rid, s) for rid, s in top if rid in admitted]
     if len(survivors) >= want or len(top) < window:
@@ -162,7 +204,8 @@ class VectorLane:
 
     def run(self, conn: apsw.Connection, plan: QueryPlan, scope: Scope, depth: int) -> LaneResult:
         out = LaneResult(self.name)
-        if plan.vector is None or depth <= 0:
+        vector = plan.vector
+        if vector is None or depth <= 0:
             return out
         # Over-fetch: floor and validity are checked after the KNN, on the rows themselves.
         floor, strong = plan.similarity_scale
@@ -171,9 +214,9 @@ class VectorLane:
         cache = plan.vector_cache
         try:
             if cache is not None and cache.fresh(conn):
-                knn = cache.knn(plan.vector, scope.namespaces, depth * 2)
+                knn = cache.knn(vector, scope.namespaces, depth * 2)
             else:
-                knn = vectors.knn(conn, plan.vector, scope.namespaces, depth * 2)
+                knn = vectors.knn(conn, vector, scope.namespaces, depth * 2)
         except apsw.Error:
             # No index yet, or another process converted it to another size since this handle
             # opened: the lane is empty and recall goes on lexically (fail-open).
