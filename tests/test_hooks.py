@@ -686,6 +686,35 @@ def test_a_plugin_venv_without_its_packages_asks_the_bootstrap_to_install_again(
     assert stamp.stat().st_mtime_ns == first  # one attempt per 10 minutes, not per prompt
 
 
+def test_the_bootstrap_installs_then_compiles_the_plugin_code(tmp_path):
+    """The hooks import the plugin's own src/: with PYTHONDONTWRITEBYTECODE=1 (set in many
+    containers) nothing would ever write its .pyc files, and every cold hook would compile the
+    package again. The bootstrap compiles it after the install (a stand-in venv python records
+    what it is asked to run)."""
+    pdata = tmp_path / "pdata"
+    bin_dir = pdata / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    calls = tmp_path / "calls.txt"
+    fake = bin_dir / "python"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, CLAUDE_PLUGIN_DATA=str(pdata))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "hooks" / "bootstrap.py")],
+        env=env,
+        capture_output=True,
+        timeout=30,
+    )
+    assert done.returncode == 0 and done.stdout == b""
+    for _ in range(100):  # detached: wait for both steps
+        if calls.exists() and len(calls.read_text().splitlines()) == 2:
+            break
+        time.sleep(0.05)
+    install, compile_ = calls.read_text().splitlines()
+    assert install.startswith("-m pip install") and install.endswith(str(ROOT))
+    assert compile_ == f"-m compileall -q {ROOT}/src {ROOT}/hooks"
+
+
 def test_the_repair_never_touches_a_venv_the_bootstrap_did_not_make(tmp_path):
     pdata = tmp_path / "pdata"
     env = dict(os.environ, CLAUDE_PLUGIN_DATA=str(pdata))
