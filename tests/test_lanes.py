@@ -46,6 +46,45 @@ def test_prefetch_pass_equals_scoped_join(corpus, monkeypatch, terms, namespace,
         assert lanes._scoped_top(conn, match, scope, want) == db.fts_lane(conn, match, scope, want)
 
 
+@pytest.fixture
+def entity_corpus(store):
+    rng = random.Random(11)
+    tools = ["`docker`", "`kubectl`", "`terraform`", "`ruff`"]
+    for i in range(120):
+        ns = "project:small" if i % 12 == 0 else f"project:big{i % 2}"
+        named = " and ".join(rng.sample(tools, rng.randint(1, 3)))
+        store.add(f"{named} step {i} needs care", namespace=ns, type="fact", signal="test")
+    return store
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    query=st.sampled_from(["docker", "docker kubectl", "terraform ruff kubectl", "ruff"]),
+    spaces=st.lists(
+        st.sampled_from(["project:small", "project:big0", "project:big1"]), unique=True
+    ),
+    want=st.integers(min_value=1, max_value=40),
+    prefetch=st.integers(min_value=1, max_value=8),
+)
+def test_shared_entity_ranking_equals_the_scoped_query(
+    entity_corpus, monkeypatch, query, spaces, want, prefetch
+):
+    """Tiers share one entity ranking over every namespace; each tier's rows must be exactly
+    what its own scoped query returns, however few of the rows its namespaces hold."""
+    monkeypatch.setattr(lanes, "PREFETCH", prefetch)
+    conn = entity_corpus._conn
+    plan = QueryPlan(query)
+    narrow = plan.narrow_entities(conn)
+    assert narrow
+    tiers = [Scope(tuple(spaces) or None, None, 0.25), Scope(("project:small",), None, 0.25)]
+    for scope in tiers:  # in order, on one plan: the second tier reuses the first's ranking
+        assert plan.entity_rows(conn, narrow, scope, want) == db.entity_lane(
+            conn, narrow, scope, want
+        )
+
+
 def test_broad_entities_leave_the_entity_lane(store, monkeypatch):
     for i in range(5):
         store.add(

@@ -599,3 +599,22 @@ def test_update_inherits_taint_read_under_the_write_lock(store_path, monkeypatch
         new = s.update(a.id, "the cdn purges its cache on every deploy and rollback")
         assert s.get(a.id).taint == "untrusted_web"
         assert s.get(new.id).taint == "untrusted_web"
+
+
+def test_a_row_read_back_is_an_ordinary_frozen_memory(store):
+    """Rows are built positionally (Memory.from_fields, recall's hot path): the result must be
+    indistinguishable from a keyword-built Memory, tags and counters included."""
+    import dataclasses
+
+    from zmem.models import Memory
+
+    added = add_row(store, "Run `ruff format` before committing the api package", tags=["style"])
+    store.surface([added.id])
+    m = store.get(added.id)
+    assert m.tags == ("style",) and m.surfaced_count == 1 and m.merged_from == ()
+    values = {f.name: getattr(m, f.name) for f in dataclasses.fields(Memory)}
+    assert m == Memory(**values) and hash(m) == hash(Memory(**values))
+    assert isinstance(m.has_embedding, bool) and m.rowid > 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.content = "changed"  # type: ignore[misc]
+    assert dataclasses.replace(m, confidence=0.1).confidence == 0.1

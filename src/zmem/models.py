@@ -4,7 +4,8 @@ every surface validates against one source."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 MEMORY_TYPES = ("fact", "lesson", "convention", "preference", "decision", "constraint")
@@ -81,6 +82,16 @@ class Memory:
     has_embedding: bool
     rowid: int = 0
 
+    @classmethod
+    def from_fields(cls, values: Sequence[Any]) -> Memory:
+        """A Memory from every field's value in declaration order, already of the right type
+        (a row read back from the store). The frozen dataclass __init__ sets 29 fields through
+        object.__setattr__, ~10 us a row; recall builds ~200 rows per prompt. The result
+        compares equal to the keyword-built one (tests/test_store_api.py)."""
+        m = object.__new__(cls)
+        m.__dict__.update(zip(_MEMORY_FIELDS, values, strict=True))
+        return m
+
     @property
     def live(self) -> bool:
         return self.superseded_at is None
@@ -118,6 +129,9 @@ class Memory:
             "has_embedding": self.has_embedding,
             "live": self.live,
         }
+
+
+_MEMORY_FIELDS = tuple(f.name for f in fields(Memory))
 
 
 @dataclass(frozen=True)

@@ -35,67 +35,19 @@ def join_tags(tags: Iterable[str]) -> str:
 
 
 def _row_to_memory(row: Sequence[Any]) -> Memory:
-    (
-        rid,
-        id_,
-        content,
-        type_,
-        tags,
-        namespace,
-        signal,
-        confidence,
-        taint,
-        trust,
-        source_ref,
-        source_hash,
-        ingestion_ts,
-        refreshed_at,
-        valid_from,
-        valid_until,
-        superseded_at,
-        supersede_reason,
-        update_of,
-        merged_from,
-        retrieval_count,
-        last_retrieved,
-        surfaced_count,
-        last_surfaced,
-        applied,
-        violated,
-        embedding_model,
-        embedded_at,
-        has_embedding,
-    ) = row
-    return Memory(
-        id=id_,
-        content=content,
-        type=type_,
-        tags=split_tags(tags),
-        namespace=namespace,
-        signal=signal,
-        confidence=confidence,
-        taint=taint,
-        trust_score=trust,
-        source_ref=source_ref,
-        source_hash=source_hash,
-        ingestion_ts=ingestion_ts,
-        refreshed_at=refreshed_at,
-        valid_from=valid_from,
-        valid_until=valid_until,
-        superseded_at=superseded_at,
-        supersede_reason=supersede_reason,
-        update_of=update_of,
-        merged_from=tuple(json.loads(merged_from or "[]")),
-        retrieval_count=retrieval_count,
-        last_retrieved=last_retrieved,
-        surfaced_count=surfaced_count,
-        last_surfaced=last_surfaced,
-        applied_count=applied,
-        violated_count=violated,
-        embedding_model=embedding_model,
-        embedded_at=embedded_at,
-        has_embedding=bool(has_embedding),
-        rowid=rid,
+    """A _COLUMNS row as a Memory. _COLUMNS is Memory's field order with rowid first and the
+    embedding flag last; recall builds ~200 of these per prompt, hence positional."""
+    merged = row[19]  # JSON, nearly always empty
+    return Memory.from_fields(
+        (
+            *row[1:4],
+            split_tags(row[4]),
+            *row[5:19],
+            () if not merged or merged == "[]" else tuple(json.loads(merged)),
+            *row[20:28],
+            bool(row[28]),
+            row[0],
+        )
     )
 
 

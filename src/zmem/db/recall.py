@@ -119,21 +119,29 @@ def entity_breadth(conn: apsw.Connection, entity_ids: Sequence[str], cap: int) -
     return out
 
 
+# (rid, namespace, matched entity count, matched entity ids)
+EntityRow = tuple[int, str, int, tuple[str, ...]]
+
+
 def entity_lane(
-    conn: apsw.Connection, entity_ids: Sequence[str], scope: Scope, limit: int
-) -> list[tuple[int, int, tuple[str, ...]]]:
-    """(rid, matched entity count, matched entity ids) ranked by count, then recency."""
+    conn: apsw.Connection, entity_ids: Sequence[str], scope: Scope, limit: int | None
+) -> list[EntityRow]:
+    """(rid, namespace, matched entity count, matched entity ids) ranked by count, then
+    recency; every row when limit is None."""
     if not entity_ids:
         return []
     where, params = scope.clause()
     sql = (
-        "SELECT m.rid, count(*) AS n, group_concat(me.entity_id) FROM memory_entity AS me "
-        "CROSS JOIN memory AS m ON m.id = me.memory_id "
+        "SELECT m.rid, m.namespace, count(*) AS n, group_concat(me.entity_id) "
+        "FROM memory_entity AS me CROSS JOIN memory AS m ON m.id = me.memory_id "
         f"WHERE me.entity_id IN ({','.join('?' * len(entity_ids))}) AND {where} "
-        "GROUP BY m.rid ORDER BY n DESC, m.valid_from DESC, m.rid DESC LIMIT ?"
+        "GROUP BY m.rid ORDER BY n DESC, m.valid_from DESC, m.rid DESC"
     )
-    rows = conn.execute(sql, [*entity_ids, *params, limit])
-    return [(r[0], r[1], tuple(sorted(r[2].split(",")))) for r in rows]
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    rows = conn.execute(sql, [*entity_ids, *params])
+    return [(r[0], r[1], r[2], tuple(sorted(r[3].split(",")))) for r in rows]
 
 
 def matched_entities(conn: apsw.Connection, aliases: Sequence[str]) -> list[str]:

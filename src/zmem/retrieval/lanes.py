@@ -36,6 +36,10 @@ class QueryPlan:
     vector_cache: VectorCache | None = field(default=None, repr=False)
     _narrow: list[str] | None = field(default=None, repr=False)
     _informative: list[str] | None = field(default=None, repr=False)
+    # (as_of, floor) -> (window asked, rows): the entity lane's ranking over every namespace.
+    _entity_rows: dict[tuple[str | None, float], tuple[int, list[db.EntityRow]]] = field(
+        default_factory=dict, repr=False
+    )
     # match expression -> (window asked, rows): the unscoped FTS ranking is the same for every
     # tier, so the global tier reuses the namespace tier's (a prefix of a deeper window).
     _fts_tops: dict[str, tuple[int, list[tuple[int, float]]]] = field(
@@ -59,6 +63,25 @@ class QueryPlan:
             breadth = db.entity_breadth(conn, entity_ids, ENTITY_BROAD_LINKS)
             self._narrow = [e for e in entity_ids if breadth[e] <= ENTITY_BROAD_LINKS]
         return self._narrow
+
+    def entity_rows(
+        self, conn: apsw.Connection, narrow: list[str], scope: Scope, want: int
+    ) -> list[db.EntityRow]:
+        """The scoped top `want` rows of the entity lane, exactly, as _scoped_top does for FTS:
+        the tiers differ only in namespace, so the top want * PREFETCH rows over every
+        namespace are ranked once per recall and each tier keeps its own; only a tier too
+        narrow for that window runs its own query."""
+        window = want * PREFETCH
+        key = (scope.as_of, scope.floor)
+        known = self._entity_rows.get(key)
+        if known is None or (known[0] < window and len(known[1]) == known[0]):
+            rows = db.entity_lane(conn, narrow, Scope(None, scope.as_of, scope.floor), window)
+            known = self._entity_rows[key] = (window, rows)
+        spaces = scope.namespaces
+        kept = [r for r in known[1] if spaces is None or r[1] in spaces][:want]
+        if len(kept) >= want or len(known[1]) < known[0]:
+            return kept
+        return db.entity_lane(conn, narrow, scope, want)
 
     def informative_terms(self, conn: apsw.Connection) -> list[str]:
         """The terms bm25 can rank by: FTS5 clamps the IDF of a term held by half the rows or
@@ -167,10 +190,18 @@ def _scoped_top(
     plan, the unscoped ranking is shared by the recall's tiers."""
     window = want * PREFETCH
     top = plan.fts_top(conn, match, window) if plan is not None else db.fts_top(conn, match, window)
-    admitted = db.in_scope(conn, [rid for rid, _ in top], scope)
-    survivors = [(rid, s) for rid, s in top if rid in admitted]
-    if len(survivors) >= want or len(top) < window:
-        return survivors[:want]
+    # The scope is checked a slice at a time, best rows first: a namespace holding most of the
+    # matches is served by the first slice instead of probing all want * PREFETCH rows.
+    survivors: list[tuple[int, float]] = []
+    step = 2 * want
+    for start in range(0, len(top), step):
+        part = top[start : start + step]
+        admitted = db.in_scope(conn, [rid for rid, _ in part], scope)
+        survivors += [(rid, s) for rid, s in part if rid in admitted]
+        if len(survivors) >= want:
+            return survivors[:want]
+    if len(top) < window:
+        return survivors
     return db.fts_lane(conn, match, scope, want)
 
 
@@ -186,9 +217,8 @@ class EntityLane:
         if not aliases or depth <= 0:
             return out
         narrow = plan.narrow_entities(conn)
-        rows = db.entity_lane(conn, narrow, scope, depth)
         matched = len(narrow)
-        for rid, n, entity_ids in rows:
+        for rid, _, n, entity_ids in plan.entity_rows(conn, narrow, scope, depth):
             out.ranked.append(rid)
             out.native[rid] = min(1.0, n / matched) if matched else 0.0
             out.detail[rid] = entity_ids
