@@ -93,6 +93,14 @@ def test_truncation_is_at_256_tokens(minilm):
 
 
 @needs_weights
+@needs_weights
+def test_the_runtime_threads_do_not_spin_after_a_run(minilm):
+    """Busy-waiting ORT workers took the cores from the lanes that follow a query's embedding
+    (docs/decisions.md): the session is built with spinning off."""
+    options = minilm._session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
 def test_a_corrupt_cached_model_is_rebuilt_never_used(model_dir, tmp_path):
     data = tmp_path / "data"
     target = model_files.built_model_path(data)

@@ -34,6 +34,11 @@ class MiniLMEmbedder:
         options.log_severity_level = 3  # shape-merge notices are not the user's business
         if threads:
             options.intra_op_num_threads = threads
+        # ORT's worker threads otherwise busy-wait after each run and, on a 2-core machine,
+        # take the cores from the SQLite and numpy work that follows every embedding (a
+        # recall's lanes, an add's dedup): warm prompt KNN 5.3 -> 1.8 ms, its embedding
+        # 9.7 -> 7.7 ms. Back-to-back batches (backfill) lose ~15% (docs/decisions.md).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(
             blobs.model, sess_options=options, providers=["CPUExecutionProvider"]
         )
