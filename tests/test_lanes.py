@@ -85,6 +85,36 @@ def test_shared_entity_ranking_equals_the_scoped_query(
         )
 
 
+def _entity_lane_in_sql(conn, entity_ids, scope, limit):
+    """The entity lane's ranking as one GROUP BY / ORDER BY query: the oracle."""
+    where, params = scope.clause()
+    sql = (
+        "SELECT m.rid, m.namespace, count(*) AS n, group_concat(me.entity_id) "
+        "FROM memory_entity AS me CROSS JOIN memory AS m ON m.id = me.memory_id "
+        f"WHERE me.entity_id IN ({','.join('?' * len(entity_ids))}) AND {where} "
+        "GROUP BY m.rid ORDER BY n DESC, m.valid_from DESC, m.rid DESC LIMIT ?"
+    )
+    rows = conn.execute(sql, [*entity_ids, *params, limit])
+    return [(r[0], r[1], r[2], tuple(sorted(r[3].split(",")))) for r in rows]
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    query=st.sampled_from(["docker", "docker kubectl", "terraform ruff kubectl", "ruff docker"]),
+    namespace=st.sampled_from([None, "project:small", "project:big0"]),
+    limit=st.integers(min_value=1, max_value=150),
+)
+def test_entity_lane_ranks_as_group_by_would(entity_corpus, query, namespace, limit):
+    conn = entity_corpus._conn
+    narrow = QueryPlan(query).narrow_entities(conn)
+    scope = Scope(None if namespace is None else (namespace,), None, 0.25)
+    assert db.entity_lane(conn, narrow, scope, limit) == _entity_lane_in_sql(
+        conn, narrow, scope, limit
+    )
+
+
 def test_broad_entities_leave_the_entity_lane(store, monkeypatch):
     for i in range(5):
         store.add(

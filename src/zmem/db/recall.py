@@ -127,21 +127,27 @@ def entity_lane(
     conn: apsw.Connection, entity_ids: Sequence[str], scope: Scope, limit: int | None
 ) -> list[EntityRow]:
     """(rid, namespace, matched entity count, matched entity ids) ranked by count, then
-    recency; every row when limit is None."""
+    recency; every row when limit is None. Grouped and ranked here rather than by GROUP BY and
+    ORDER BY: SQLite's two temp B-trees cost more than the join itself (~4 us a row)."""
     if not entity_ids:
         return []
     where, params = scope.clause()
     sql = (
-        "SELECT m.rid, m.namespace, count(*) AS n, group_concat(me.entity_id) "
+        "SELECT m.rid, m.namespace, m.valid_from, me.entity_id "
         "FROM memory_entity AS me CROSS JOIN memory AS m ON m.id = me.memory_id "
-        f"WHERE me.entity_id IN ({','.join('?' * len(entity_ids))}) AND {where} "
-        "GROUP BY m.rid ORDER BY n DESC, m.valid_from DESC, m.rid DESC"
+        f"WHERE me.entity_id IN ({','.join('?' * len(entity_ids))}) AND {where}"
     )
+    rows: dict[int, tuple[str, str, list[str]]] = {}
+    for rid, namespace, valid_from, entity_id in conn.execute(sql, [*entity_ids, *params]):
+        row = rows.get(rid)
+        if row is None:
+            rows[rid] = (namespace, valid_from, [entity_id])
+        else:
+            row[2].append(entity_id)
+    ranked = sorted(rows, key=lambda rid: (len(rows[rid][2]), rows[rid][1], rid), reverse=True)
     if limit is not None:
-        sql += " LIMIT ?"
-        params.append(limit)
-    rows = conn.execute(sql, [*entity_ids, *params])
-    return [(r[0], r[1], r[2], tuple(sorted(r[3].split(",")))) for r in rows]
+        ranked = ranked[:limit]
+    return [(rid, rows[rid][0], len(rows[rid][2]), tuple(sorted(rows[rid][2]))) for rid in ranked]
 
 
 def matched_entities(conn: apsw.Connection, aliases: Sequence[str]) -> list[str]:
