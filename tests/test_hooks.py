@@ -348,6 +348,41 @@ def test_client_imports_almost_nothing_before_work(isolated_env, repo):
         assert f" {heavy}\n" not in imported and f" {heavy}." not in imported, heavy
 
 
+def test_a_cold_prompt_recall_imports_neither_numpy_nor_urllib(isolated_env, store_path, repo):
+    """The cold path recalls lexically; MMR over rows that carry vectors must not import numpy
+    for it (~90 ms), and opening a store under the minilm profile must not import the download
+    code's urllib.request (~25 ms)."""
+    seed(store_path)  # the fake profile: the rows carry vectors, as MiniLM rows do
+    done = subprocess.run(
+        [sys.executable, "-S", "-X", "importtime", str(LAUNCHER), "UserPromptSubmit"]
+        + ["--host", "claude"],
+        input=payload("claude", "UserPromptSubmit", repo).encode(),
+        capture_output=True,
+        env=dict(os.environ),
+        timeout=60,
+    )
+    assert done.returncode == 0 and "pytest -x" in done.stdout.decode()
+    imported = done.stderr.decode()
+    assert " zmem.retrieval.mmr\n" in imported  # the recall did run MMR
+    for heavy in ("numpy", "urllib.request"):
+        assert f" {heavy}\n" not in imported, heavy
+    minilm = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-c",
+            "import sys; from zmem import MemoryStore; MemoryStore.open(sys.argv[1]).close()",
+            str(isolated_env / "minilm.sqlite"),
+        ],
+        capture_output=True,
+        env=dict(os.environ, ZMEM_EMBED_PROFILE="minilm"),
+        timeout=60,
+    )
+    assert minilm.returncode == 0, minilm.stderr.decode()[-500:]
+    assert " urllib.request\n" not in minilm.stderr.decode()
+
+
 # ---- the warm resident process -------------------------------------------------------------
 
 

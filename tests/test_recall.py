@@ -534,6 +534,28 @@ def test_mmr_similarity_is_cosine_with_vectors_and_jaccard_without():
     assert sim(1, 1) == pytest.approx(1.0)
 
 
+def test_mmr_similarity_without_numpy_loaded_matches_the_matrix_product(monkeypatch):
+    """A lexical recall (a cold hook) does not import numpy for MMR: the Python dot products of
+    unit vectors must give the cosines the matrix product gives."""
+    import random
+    import struct
+    import sys
+
+    from zmem.retrieval.mmr import Similarity
+
+    rng = random.Random(3)
+    blobs = {k: struct.pack("<8f", *(rng.uniform(-1, 1) for _ in range(8))) for k in range(6)}
+    blobs[6] = struct.pack("<8f", *([0.0] * 8))  # a zero vector: cosine 0, not a division error
+    norms = {k: f"w{k}" for k in blobs}
+    with_numpy = Similarity(norms, blobs)
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    without = Similarity(norms, blobs)
+    assert without._cos is None  # the Python path ran
+    for a in blobs:
+        for b in blobs:
+            assert without(a, b) == pytest.approx(with_numpy(a, b), abs=1e-6)
+
+
 def test_search_applies_no_confidence_floor(store):
     """The spec: ungrounded rows stay reachable through search (found in review)."""
     row = add(store, "flaky websocket reconnect needs jitter backoff", signal="none")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-import urllib.request
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -165,6 +164,9 @@ def resolve(data_dir: Path, *, build: bool = True) -> ModelBlobs:
 
 
 def _urlopen(url: str) -> BinaryIO:
+    # Imported here: urllib.request costs every store open ~25 ms, and only a download needs it.
+    import urllib.request
+
     return urllib.request.urlopen(url, timeout=60)  # noqa: S310 - the URL is a pinned constant
 
 

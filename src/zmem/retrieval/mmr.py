@@ -5,7 +5,9 @@ else Jaccard on their normalized content tokens, so it also works on model-absen
 from __future__ import annotations
 
 import math
+import operator
 import struct
+import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -38,14 +40,17 @@ def mmr_order(
     return chosen + remaining
 
 
-def _vector(blob: bytes) -> tuple[float, ...]:
-    return struct.unpack(f"<{len(blob) // 4}f", blob)
+def _unit(blob: bytes) -> tuple[float, ...]:
+    v = struct.unpack(f"<{len(blob) // 4}f", blob)
+    norm = math.sqrt(sum(x * x for x in v))
+    return tuple(x / norm for x in v) if norm else v
 
 
 class Similarity:
     """Pairwise similarity over candidates, decoding each row's tokens and vector once. With
-    vectors, all cosines come from one matrix product (numpy is already loaded whenever the
-    vector lane ran); pure Python remains the fallback."""
+    numpy already loaded (whenever the vector lane ran), all cosines come from one matrix
+    product; otherwise (a lexical recall, e.g. a cold hook, which must not pay ~90 ms to import
+    numpy) each pair MMR asks for is a dot product of unit vectors in Python."""
 
     def __init__(self, norms: Mapping[K, str], vectors: Mapping[K, bytes | None]):
         self._tokens = {k: frozenset(v.split()) for k, v in norms.items()}
@@ -55,10 +60,7 @@ class Similarity:
         self._vectors: dict[K, tuple[float, ...]] = {}
         sizes = {len(b) for b in blobs.values()}
         if len(sizes) == 1:
-            try:
-                import numpy as np
-            except ImportError:
-                np = None
+            np = sys.modules.get("numpy")
             if np is not None:
                 keys = list(blobs)
                 matrix = np.frombuffer(b"".join(blobs[k] for k in keys), dtype="<f4").reshape(
@@ -69,7 +71,7 @@ class Similarity:
                 self._cos = unit @ unit.T
                 self._index = {k: i for i, k in enumerate(keys)}
             else:
-                self._vectors = {k: _vector(b) for k, b in blobs.items()}
+                self._vectors = {k: _unit(b) for k, b in blobs.items()}
 
     def __call__(self, a: K, b: K) -> float:
         ia, ib = self._index.get(a), self._index.get(b)
@@ -77,8 +79,5 @@ class Similarity:
             return float(self._cos[ia, ib])
         va, vb = self._vectors.get(a), self._vectors.get(b)
         if va is not None and vb is not None and len(va) == len(vb):
-            dot = sum(x * y for x, y in zip(va, vb, strict=True))
-            na = math.sqrt(sum(x * x for x in va))
-            nb = math.sqrt(sum(y * y for y in vb))
-            return dot / (na * nb) if na and nb else 0.0
+            return sum(map(operator.mul, va, vb))
         return jaccard(self._tokens.get(a, frozenset()), self._tokens.get(b, frozenset()))
