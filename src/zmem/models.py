@@ -87,7 +87,7 @@ class Memory:
         """A Memory from every field's value in declaration order, already of the right type
         (a row read back from the store). The frozen dataclass __init__ sets 29 fields through
         object.__setattr__, ~10 us a row; recall builds ~200 rows per prompt. The result
-        compares equal to the keyword-built one (tests/test_store_api.py)."""
+        compares equal to the keyword-built one (tests/test_write_path.py)."""
         m = object.__new__(cls)
         m.__dict__.update(zip(_MEMORY_FIELDS, values, strict=True))
         return m

@@ -234,8 +234,7 @@ class VectorLane:
 
     def run(self, conn: apsw.Connection, plan: QueryPlan, scope: Scope, depth: int) -> LaneResult:
         out = LaneResult(self.name)
-        vector = plan.vector
-        if vector is None or depth <= 0:
+        if plan.vector is None or depth <= 0:
             return out
         # Over-fetch: floor and validity are checked after the KNN, on the rows themselves.
         floor, strong = plan.similarity_scale
@@ -244,9 +243,9 @@ class VectorLane:
         cache = plan.vector_cache
         try:
             if cache is not None and cache.fresh(conn):
-                knn = cache.knn(vector, scope.namespaces, depth * 2)
+                knn = cache.knn(plan.vector, scope.namespaces, depth * 2)
             else:
-                knn = vectors.knn(conn, vector, scope.namespaces, depth * 2)
+                knn = vectors.knn(conn, plan.vector, scope.namespaces, depth * 2)
         except apsw.Error:
             # No index yet, or another process converted it to another size since this handle
             # opened: the lane is empty and recall goes on lexically (fail-open).
