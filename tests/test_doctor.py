@@ -627,7 +627,7 @@ def test_host_surfaces(run_cli, tmp_path):
     files = [
         ".claude-plugin/plugin.json", "hooks/hooks.json", "hooks/zcode.json",
         "skills/memory/SKILL.md", "skills/memory/scripts/store.py",
-        "skills/memory/scripts/doctor.py", "hooks/zmem_hook.py",
+        "skills/memory/scripts/doctor.py", "hooks/zmem_hook.py", "hooks/zmem_launch.py",
     ]  # fmt: skip
     for rel in files:
         (plugin / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -639,6 +639,11 @@ def test_host_surfaces(run_cli, tmp_path):
     _, _, checks = doctor(run_cli, "--repo-root", str(plugin))
     c = checks["host-surfaces"]
     assert c["status"] == "warn" and "missing claude-hooks" in c["detail"]
+    (plugin / "hooks" / "hooks.json").write_text("{}")
+    (plugin / "hooks" / "zmem_launch.py").unlink()  # a partial update: every hook goes silent
+    _, _, checks = doctor(run_cli, "--repo-root", str(plugin))
+    c = checks["host-surfaces"]
+    assert c["status"] == "warn" and "missing launcher-module" in c["detail"]
 
 
 def test_data_dir(run_cli, isolated_env):

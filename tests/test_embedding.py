@@ -93,7 +93,6 @@ def test_truncation_is_at_256_tokens(minilm):
 
 
 @needs_weights
-@needs_weights
 def test_the_runtime_threads_do_not_spin_after_a_run(minilm):
     """Busy-waiting ORT workers took the cores from the lanes that follow a query's embedding
     (docs/decisions.md): the session is built with spinning off."""
@@ -101,6 +100,7 @@ def test_the_runtime_threads_do_not_spin_after_a_run(minilm):
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
 
 
+@needs_weights
 def test_a_corrupt_cached_model_is_rebuilt_never_used(model_dir, tmp_path):
     data = tmp_path / "data"
     target = model_files.built_model_path(data)

@@ -348,6 +348,39 @@ def test_client_imports_almost_nothing_before_work(isolated_env, repo):
         assert f" {heavy}\n" not in imported and f" {heavy}." not in imported, heavy
 
 
+def test_the_launcher_finds_its_module_under_pythonsafepath(store_path, repo, isolated_env):
+    """PYTHONSAFEPATH=1 keeps the script's directory off sys.path; the launcher must still
+    import zmem_launch.py beside it (found in review: every hook was silently dead)."""
+    seed(store_path)
+    done = subprocess.run(
+        [sys.executable, "-S", str(LAUNCHER), "UserPromptSubmit", "--host", "claude"],
+        input=payload("claude", "UserPromptSubmit", repo).encode(),
+        capture_output=True,
+        env=dict(os.environ, PYTHONSAFEPATH="1"),
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stderr == b""
+    assert "pytest -x" in done.stdout.decode()
+
+
+def test_a_launcher_without_its_module_exits_0_silently_and_logs(tmp_path, isolated_env, repo):
+    """A partial update that lost zmem_launch.py: nothing on stdout or stderr, exit 0, and
+    one log line saying why, where doctor and the user look."""
+    alone = tmp_path / "plugin" / "hooks"
+    alone.mkdir(parents=True)
+    (alone / "zmem_hook.py").write_text(LAUNCHER.read_text())
+    (isolated_env / "data").mkdir(exist_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-S", str(alone / "zmem_hook.py"), "UserPromptSubmit", "--host", "claude"],
+        input=payload("claude", "UserPromptSubmit", repo).encode(),
+        capture_output=True,
+        env=dict(os.environ),
+        timeout=30,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert "reason=error error=launcher:ModuleNotFoundError" in log_lines(isolated_env)[-1]
+
+
 def test_a_cold_prompt_recall_imports_neither_numpy_nor_urllib(isolated_env, store_path, repo):
     """The cold path recalls lexically; MMR over rows that carry vectors must not import numpy
     for it (~90 ms), and opening a store under the minilm profile must not import the download
@@ -472,6 +505,27 @@ def _copy_package(tmp_path: Path) -> Path:
         ROOT / "src" / "zmem", src / "zmem", ignore=shutil.ignore_patterns("__pycache__")
     )
     return src
+
+
+def test_a_resident_process_writes_the_bytecode_an_update_left_out(
+    tmp_path, isolated_env, store_path
+):
+    """A plugin update keeps its venv, so the bootstrap's compile does not run again; with
+    PYTHONDONTWRITEBYTECODE=1 every cold hook would compile the new code. The resident process
+    writes the missing .pyc files before it listens."""
+    seed(store_path)
+    src = _copy_package(tmp_path)
+    assert not list(src.rglob("*.pyc"))
+    env = {"PYTHONPATH": str(src), "PYTHONDONTWRITEBYTECODE": "1"}
+    import importlib.util
+
+    with started_resident(isolated_env / "data", **env):
+        missing = [
+            str(p)
+            for p in src.rglob("*.py")
+            if not Path(importlib.util.cache_from_source(str(p))).is_file()
+        ]
+    assert not missing, missing
 
 
 def test_a_resident_process_running_old_code_hands_over(tmp_path, isolated_env, store_path):

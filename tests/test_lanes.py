@@ -54,6 +54,13 @@ def entity_corpus(store):
         ns = "project:small" if i % 12 == 0 else f"project:big{i % 2}"
         named = " and ".join(rng.sample(tools, rng.randint(1, 3)))
         store.add(f"{named} step {i} needs care", namespace=ns, type="fact", signal="test")
+    # Equal and out-of-order valid_from values, so the ranking's rid tie-break and its
+    # recency key are both exercised (insertion order alone makes them agree).
+    stamps = ["2026-01-01T00:00:00.000000Z", "2026-02-01T00:00:00.000000Z"]
+    for (rid,) in list(store._conn.execute("SELECT rid FROM memory")):
+        store._conn.execute(
+            "UPDATE memory SET valid_from = ? WHERE rid = ?", (rng.choice(stamps), rid)
+        )
     return store
 
 
@@ -62,24 +69,32 @@ def entity_corpus(store):
 )
 @given(
     query=st.sampled_from(["docker", "docker kubectl", "terraform ruff kubectl", "ruff"]),
-    spaces=st.lists(
-        st.sampled_from(["project:small", "project:big0", "project:big1"]), unique=True
+    tiers=st.lists(
+        st.tuples(
+            st.lists(
+                st.sampled_from(["project:small", "project:big0", "project:big1"]), unique=True
+            ),
+            st.sampled_from([None, "2026-01-15T00:00:00Z"]),
+            st.integers(min_value=1, max_value=40),
+        ),
+        min_size=2,
+        max_size=4,
     ),
-    want=st.integers(min_value=1, max_value=40),
     prefetch=st.integers(min_value=1, max_value=8),
 )
 def test_shared_entity_ranking_equals_the_scoped_query(
-    entity_corpus, monkeypatch, query, spaces, want, prefetch
+    entity_corpus, monkeypatch, query, tiers, prefetch
 ):
     """Tiers share one entity ranking over every namespace; each tier's rows must be exactly
-    what its own scoped query returns, however few of the rows its namespaces hold."""
+    what its own scoped query returns, whatever its namespaces, instant and depth, in any
+    order on one plan."""
     monkeypatch.setattr(lanes, "PREFETCH", prefetch)
     conn = entity_corpus._conn
     plan = QueryPlan(query)
     narrow = plan.narrow_entities(conn)
     assert narrow
-    tiers = [Scope(tuple(spaces) or None, None, 0.25), Scope(("project:small",), None, 0.25)]
-    for scope in tiers:  # in order, on one plan: the second tier reuses the first's ranking
+    for spaces, as_of, want in tiers:
+        scope = Scope(tuple(spaces) or None, as_of, 0.25)
         assert plan.entity_rows(conn, narrow, scope, want) == db.entity_lane(
             conn, narrow, scope, want
         )
@@ -113,6 +128,37 @@ def test_entity_lane_ranks_as_group_by_would(entity_corpus, query, namespace, li
     assert db.entity_lane(conn, narrow, scope, limit) == _entity_lane_in_sql(
         conn, narrow, scope, limit
     )
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    terms=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4, unique=True),
+    calls=st.lists(
+        st.tuples(
+            st.sampled_from([None, "project:small", "project:big0", "project:big1"]),
+            st.integers(min_value=1, max_value=60),
+        ),
+        min_size=2,
+        max_size=4,
+    ),
+    prefetch=st.integers(min_value=1, max_value=8),
+)
+def test_tiers_sharing_one_plan_get_what_their_own_scoped_join_gets(
+    corpus, monkeypatch, terms, calls, prefetch
+):
+    """One recall's tiers share the unscoped FTS ranking (QueryPlan.fts_top) with different
+    scopes and depths, in any order: each must still get exactly its own scoped top."""
+    monkeypatch.setattr(lanes, "PREFETCH", prefetch)
+    conn = corpus._conn
+    plan = QueryPlan(" ".join(terms))
+    for operator in ("OR", "AND"):
+        match = fts_expression(terms, operator)
+        for namespace, want in calls:
+            scope = Scope(None if namespace is None else (namespace,), None, 0.25)
+            shared = lanes._scoped_top(conn, match, scope, want, plan)
+            assert shared == db.fts_lane(conn, match, scope, want)
 
 
 def test_broad_entities_leave_the_entity_lane(store, monkeypatch):

@@ -46,6 +46,19 @@ class Resident:
         self.hooks.store.recall_report("warm up", telemetry=False, no_bump=True)
         self.hooks.store.keep_vectors_in_memory()
 
+    def compile_code(self) -> None:
+        """Write the .pyc files of the code the hooks import (this package and, in a plugin
+        checkout, hooks/). The install compiles them once, but a plugin update keeps its venv,
+        and where PYTHONDONTWRITEBYTECODE=1 nothing else would: every cold hook would compile
+        the package again (~150 ms). Up-to-date files cost a stat each."""
+        import compileall
+
+        trees = [(client._PKG, None), (client._PKG.parents[1] / "hooks", 0)]
+        for tree, depth in trees:
+            if tree.is_dir():
+                levels = {} if depth is None else {"maxlevels": depth}
+                compileall.compile_dir(str(tree), quiet=2, **levels)
+
     def handle(self, raw: bytes) -> bytes:
         """One request to one reply; the decision is logged here, as the client would."""
         t0 = time.monotonic()
@@ -175,6 +188,10 @@ def main(argv: list[str] | None = None) -> None:
         resident.warm()
     except Exception:
         pass  # a broken store is answered per request (reason=error), not by dying here
+    try:
+        resident.compile_code()
+    except Exception:
+        pass  # a read-only install only loses the cached bytecode
     resident.serve()
 
 

@@ -36,10 +36,11 @@ class QueryPlan:
     vector_cache: VectorCache | None = field(default=None, repr=False)
     _narrow: list[str] | None = field(default=None, repr=False)
     _informative: list[str] | None = field(default=None, repr=False)
-    # (as_of, floor) -> (window asked, rows): the entity lane's ranking over every namespace.
-    _entity_rows: dict[tuple[str | None, float], tuple[int, list[db.EntityRow]]] = field(
-        default_factory=dict, repr=False
-    )
+    # (entities, as_of, floor) -> (window asked, rows): the entity lane's ranking over every
+    # namespace.
+    _entity_rows: dict[
+        tuple[tuple[str, ...], str | None, float], tuple[int, list[db.EntityRow]]
+    ] = field(default_factory=dict, repr=False)
     # match expression -> (window asked, rows): the unscoped FTS ranking is the same for every
     # tier, so the global tier reuses the namespace tier's (a prefix of a deeper window).
     _fts_tops: dict[str, tuple[int, list[tuple[int, float]]]] = field(
@@ -72,7 +73,7 @@ class QueryPlan:
         namespace are ranked once per recall and each tier keeps its own; only a tier too
         narrow for that window runs its own query."""
         window = want * PREFETCH
-        key = (scope.as_of, scope.floor)
+        key = (tuple(narrow), scope.as_of, scope.floor)
         known = self._entity_rows.get(key)
         if known is None or (known[0] < window and len(known[1]) == known[0]):
             rows = db.entity_lane(conn, narrow, Scope(None, scope.as_of, scope.floor), window)
@@ -153,7 +154,7 @@ class FtsLane:
                 out.ranked.append(rid)
                 scores[rid] = s
         passes = [terms]
-        if len(out.ranked) < depth:
+        if len(terms) > 1 and len(out.ranked) < depth:  # one term: nothing to leave out
             informative = plan.informative_terms(conn)
             if informative and len(informative) < len(terms):
                 passes.insert(0, informative)

@@ -191,6 +191,8 @@ def surfaces(repo_root: str | None, home: Path) -> dict[str, Any]:
         "store-script": root / "skills" / "memory" / "scripts" / "store.py",
         "doctor-script": root / "skills" / "memory" / "scripts" / "doctor.py",
         "launcher": root / "hooks" / "zmem_hook.py",
+        # The launcher's work: without it every hook exits 0 silently (error=launcher in the log).
+        "launcher-module": root / "hooks" / "zmem_launch.py",
         # Optional until the repo-local Codex lane exists.
         "codex-plugin": root / ".codex-plugin" / "plugin.json",
         "codex-hooks": root / "hooks" / "codex.json",
