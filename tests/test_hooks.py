@@ -70,6 +70,20 @@ def log_lines(isolated_env: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def launch(
+    event: str, repo: Path, *flags: str, host: str = "claude", timeout: float = 60, **env: str
+) -> subprocess.CompletedProcess:
+    """The launcher as hosts run it (`python -S hooks/zmem_hook.py <Event> --host <host>`),
+    with the recorded payload on stdin; `flags` go to the interpreter, `env` over os.environ."""
+    return subprocess.run(
+        [sys.executable, "-S", *flags, str(LAUNCHER), event, "--host", host],
+        input=payload(host, event, repo).encode(),
+        capture_output=True,
+        env=dict(os.environ, **env),
+        timeout=timeout,
+    )
+
+
 def hook(run_cli, host, event, text):
     result = run_cli("hook", event, "--host", host, input=text)
     assert result.exit_code == 0
@@ -333,15 +347,7 @@ def test_locked_store_fails_open_within_deadline(store_path, repo, isolated_env)
 
 def test_client_imports_almost_nothing_before_work(isolated_env, repo):
     # PostToolUse needs no store: the launcher must not load it (measured with -X importtime).
-    env = dict(os.environ)
-    done = subprocess.run(
-        [sys.executable, "-S", "-X", "importtime", str(LAUNCHER), "PostToolUse"]
-        + ["--host", "claude"],
-        input=payload("claude", "PostToolUse", repo).encode(),
-        capture_output=True,
-        env=env,
-        timeout=30,
-    )
+    done = launch("PostToolUse", repo, "-X", "importtime")
     assert done.returncode == 0
     imported = done.stderr.decode()
     for heavy in ("zmem.store", "apsw", "click", "zmem.retrieval", "numpy"):
@@ -352,13 +358,7 @@ def test_the_launcher_finds_its_module_under_pythonsafepath(store_path, repo, is
     """PYTHONSAFEPATH=1 keeps the script's directory off sys.path; the launcher must still
     import zmem_launch.py beside it (found in review: every hook was silently dead)."""
     seed(store_path)
-    done = subprocess.run(
-        [sys.executable, "-S", str(LAUNCHER), "UserPromptSubmit", "--host", "claude"],
-        input=payload("claude", "UserPromptSubmit", repo).encode(),
-        capture_output=True,
-        env=dict(os.environ, PYTHONSAFEPATH="1"),
-        timeout=60,
-    )
+    done = launch("UserPromptSubmit", repo, PYTHONSAFEPATH="1")
     assert done.returncode == 0 and done.stderr == b""
     assert "pytest -x" in done.stdout.decode()
 
@@ -386,14 +386,7 @@ def test_a_cold_prompt_recall_imports_neither_numpy_nor_urllib(isolated_env, sto
     for it (~90 ms), and opening a store under the minilm profile must not import the download
     code's urllib.request (~25 ms)."""
     seed(store_path)  # the fake profile: the rows carry vectors, as MiniLM rows do
-    done = subprocess.run(
-        [sys.executable, "-S", "-X", "importtime", str(LAUNCHER), "UserPromptSubmit"]
-        + ["--host", "claude"],
-        input=payload("claude", "UserPromptSubmit", repo).encode(),
-        capture_output=True,
-        env=dict(os.environ),
-        timeout=60,
-    )
+    done = launch("UserPromptSubmit", repo, "-X", "importtime")
     assert done.returncode == 0 and "pytest -x" in done.stdout.decode()
     imported = done.stderr.decode()
     assert " zmem.retrieval.mmr\n" in imported  # the recall did run MMR
@@ -451,13 +444,7 @@ def resident(isolated_env: Path, store_path: Path, monkeypatch):
 
 
 def test_resident_process_answers(resident, repo, isolated_env):
-    done = subprocess.run(
-        [sys.executable, "-S", str(LAUNCHER), "UserPromptSubmit", "--host", "claude"],
-        input=payload("claude", "UserPromptSubmit", repo).encode(),
-        capture_output=True,
-        env=dict(os.environ),
-        timeout=30,
-    )
+    done = launch("UserPromptSubmit", repo)
     assert done.returncode == 0
     assert "pytest -x" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "via=daemon" in log_lines(isolated_env)[-1]
@@ -467,14 +454,7 @@ def test_warm_hook_runs_as_hosts_run_it_and_imports_almost_nothing(resident, rep
     """The launchers run `python -S`; answered by the resident process, the hook must load no
     module beyond those built into the interpreter and its own files (the launcher module and
     the wire)."""
-    done = subprocess.run(
-        [sys.executable, "-S", "-X", "importtime", str(LAUNCHER), "UserPromptSubmit"]
-        + ["--host", "claude"],
-        input=payload("claude", "UserPromptSubmit", repo).encode(),
-        capture_output=True,
-        env=dict(os.environ),
-        timeout=30,
-    )
+    done = launch("UserPromptSubmit", repo, "-X", "importtime")
     assert done.returncode == 0
     assert "pytest -x" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "via=daemon" in log_lines(isolated_env)[-1]
@@ -614,14 +594,7 @@ def test_a_resident_process_that_never_answers_fails_open_within_the_deadline(
 
 
 def test_settings_mismatch_falls_back_in_process(resident, repo, isolated_env):
-    env = dict(os.environ, ZMEM_INJECT_FLOOR_PROMPT="0.3")
-    done = subprocess.run(
-        [sys.executable, "-S", str(LAUNCHER), "UserPromptSubmit", "--host", "codex"],
-        input=payload("codex", "UserPromptSubmit", repo).encode(),
-        capture_output=True,
-        env=env,
-        timeout=30,
-    )
+    done = launch("UserPromptSubmit", repo, host="codex", ZMEM_INJECT_FLOOR_PROMPT="0.3")
     assert done.returncode == 0 and done.stdout
     assert "via=inproc" in log_lines(isolated_env)[-1]
 
