@@ -4,7 +4,7 @@
 warm p50 <= 40 ms, cold <= 400 ms.
 
 The "interpreter" row starts the same venv interpreter with `-S -c pass`, alternated with the
-warm runs: no hook can cost less, and this class of machine runs it anywhere from 7 to 18 ms
+warm runs: no hook can cost less, and this class of machine runs it anywhere from 7 to 21 ms
 (docs/benchmarks.md), so "warm - interpreter" is the part ZMem owns.
 
     .venv/bin/python bench/hooks.py [--memories 10000] [--profile minilm] [--runs 40]
@@ -13,7 +13,6 @@ warm runs: no hook can cost less, and this class of machine runs it anywhere fro
 from __future__ import annotations
 
 import argparse
-import compileall
 import json
 import os
 import random
@@ -118,12 +117,13 @@ def main() -> None:
         build_store(store, args.memories)
         print(f"built {args.memories} memories in {time.perf_counter() - t0:.1f} s", flush=True)
 
-    # As `make install` and the plugin bootstrap do: with PYTHONDONTWRITEBYTECODE=1 in the
-    # environment nothing else would write the .pyc files of src/, and every cold run would
-    # compile the package.
-    for tree in ("src", "hooks"):
-        compileall.compile_dir(str(ROOT / tree), quiet=1)
     from zmem.hosts.client import answers
+    from zmem.hosts.daemon import compile_code
+
+    # As `make install`, the plugin bootstrap and the resident process do: with
+    # PYTHONDONTWRITEBYTECODE=1 nothing else would write the .pyc files of src/ and hooks/, and
+    # every cold run would compile the package.
+    compile_code()
 
     cold_env = dict(env, ZMEM_HOOK_DAEMON="0")
     run_hook(cold_env, project, PROMPTS[0])  # page cache, .pyc files

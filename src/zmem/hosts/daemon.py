@@ -28,6 +28,19 @@ def _idle_seconds() -> float:
         return DEFAULT_IDLE_S
 
 
+def compile_code() -> None:
+    """Write the .pyc files of the code the hooks import (this package and, in a plugin
+    checkout, hooks/). The install compiles them once, but a plugin update keeps its venv, and
+    where PYTHONDONTWRITEBYTECODE=1 nothing else would: every cold hook would compile the
+    package again (~150 ms). Up-to-date files cost a stat each."""
+    import compileall
+
+    compileall.compile_dir(str(client._PKG), quiet=2)
+    hooks = client._PKG.parents[1] / "hooks"
+    if hooks.is_dir():
+        compileall.compile_dir(str(hooks), quiet=2, maxlevels=0)
+
+
 class Resident:
     def __init__(self, data_dir: Path):
         self.data_dir = data_dir
@@ -45,19 +58,6 @@ class Resident:
         # the lazily imported modules are loaded before the first real prompt.
         self.hooks.store.recall_report("warm up", telemetry=False, no_bump=True)
         self.hooks.store.keep_vectors_in_memory()
-
-    def compile_code(self) -> None:
-        """Write the .pyc files of the code the hooks import (this package and, in a plugin
-        checkout, hooks/). The install compiles them once, but a plugin update keeps its venv,
-        and where PYTHONDONTWRITEBYTECODE=1 nothing else would: every cold hook would compile
-        the package again (~150 ms). Up-to-date files cost a stat each."""
-        import compileall
-
-        trees = [(client._PKG, None), (client._PKG.parents[1] / "hooks", 0)]
-        for tree, depth in trees:
-            if tree.is_dir():
-                levels = {} if depth is None else {"maxlevels": depth}
-                compileall.compile_dir(str(tree), quiet=2, **levels)
 
     def handle(self, raw: bytes) -> bytes:
         """One request to one reply; the decision is logged here, as the client would."""
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception:
         pass  # a broken store is answered per request (reason=error), not by dying here
     try:
-        resident.compile_code()
+        compile_code()
     except Exception:
         pass  # a read-only install only loses the cached bytecode
     resident.serve()

@@ -4,9 +4,10 @@ The vector lane of the semantic issue is one more implementation of the same sha
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import apsw
 
@@ -19,6 +20,8 @@ from zmem.tokens import POLARITY_WORDS
 
 if TYPE_CHECKING:  # the cache imports numpy: only processes that build one pay for it
     from zmem.retrieval.vector_cache import VectorCache
+
+Row = TypeVar("Row")
 
 MAX_ALIAS_TEXT = 2000
 MAX_QUERY_ALIASES = 64
@@ -73,14 +76,16 @@ class QueryPlan:
         namespace are ranked once per recall and each tier keeps its own; only a tier too
         narrow for that window runs its own query."""
         window = want * PREFETCH
-        key = (tuple(narrow), scope.as_of, scope.floor)
-        known = self._entity_rows.get(key)
-        if known is None or (known[0] < window and len(known[1]) == known[0]):
-            rows = db.entity_lane(conn, narrow, Scope(None, scope.as_of, scope.floor), window)
-            known = self._entity_rows[key] = (window, rows)
+        everywhere = Scope(None, scope.as_of, scope.floor)
+        rows, exhausted = _windowed(
+            self._entity_rows,
+            (tuple(narrow), scope.as_of, scope.floor),
+            window,
+            lambda w: db.entity_lane(conn, narrow, everywhere, w),
+        )
         spaces = scope.namespaces
-        kept = [r for r in known[1] if spaces is None or r[1] in spaces][:want]
-        if len(kept) >= want or len(known[1]) < known[0]:
+        kept = [r for r in rows if spaces is None or r[1] in spaces][:want]
+        if len(kept) >= want or exhausted:
             return kept
         return db.entity_lane(conn, narrow, scope, want)
 
@@ -97,17 +102,29 @@ class QueryPlan:
     def fts_top(self, conn: apsw.Connection, match: str, window: int) -> list[tuple[int, float]]:
         """db.fts_top, once per expression and recall: ORDER BY is total (score, then rowid),
         so a shallower window is a prefix of a deeper one."""
-        known = self._fts_tops.get(match)
-        if known is not None and (known[0] >= window or len(known[1]) < known[0]):
-            return known[1][:window]
-        rows = db.fts_top(conn, match, window)
-        self._fts_tops[match] = (window, rows)
+        rows, _ = _windowed(self._fts_tops, match, window, lambda w: db.fts_top(conn, match, w))
         return rows
 
     @cached_property
     def aliases(self) -> list[str]:
         # The subject of a prompt is near its start; a pasted log must not become 5,000 lookups.
         return query_aliases(self.text[:MAX_ALIAS_TEXT])[:MAX_QUERY_ALIASES]
+
+
+def _windowed(
+    memo: dict[Any, tuple[int, list[Row]]],
+    key: Any,
+    window: int,
+    fetch: Callable[[int], list[Row]],
+) -> tuple[list[Row], bool]:
+    """The top `window` rows of a ranking, fetched once per key and recall: the rankings are
+    total orders, so a shallower window is a prefix of a deeper one, and a result shorter than
+    the window it was asked for holds every row. (rows, True when that is every row)."""
+    known = memo.get(key)
+    if known is None or (known[0] < window and len(known[1]) == known[0]):
+        known = memo[key] = (window, fetch(window))
+    asked, rows = known
+    return rows[:window], len(rows) < asked
 
 
 @dataclass
