@@ -119,12 +119,13 @@ def _windowed(
 ) -> tuple[list[Row], bool]:
     """The top `window` rows of a ranking, fetched once per key and recall: the rankings are
     total orders, so a shallower window is a prefix of a deeper one, and a result shorter than
-    the window it was asked for holds every row. (rows, True when that is every row)."""
+    the window it was asked for holds every row. (rows, True when the rows are every row)."""
     known = memo.get(key)
     if known is None or (known[0] < window and len(known[1]) == known[0]):
         known = memo[key] = (window, fetch(window))
     asked, rows = known
-    return rows[:window], len(rows) < asked
+    # Every row only if the memo is complete and this window does not cut it.
+    return rows[:window], len(rows) < asked and len(rows) <= window
 
 
 @dataclass
