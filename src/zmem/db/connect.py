@@ -18,6 +18,13 @@ from zmem.db import vectors
 BUSY_TIMEOUT_MS = 15000
 
 
+# The file is read through a memory map of up to this size (a larger store reads its remainder
+# with read()); the page cache then only needs room for the pages a transaction writes.
+MMAP_BYTES = 1 << 30
+MAPPED_CACHE_KIB = 4096
+UNMAPPED_CACHE_KIB = 32768
+
+
 # WAL checkpoints. A checkpoint copies the WAL's pages into the database file and fsyncs both;
 # at 100k rows an add dirties ~43 pages, and the fsyncs were ~80% of a checkpoint's 38 ms, i.e.
 # 0.4 ms of every add's 1.5 ms when the writer ran them itself (SQLite's autocheckpoint every
@@ -175,12 +182,14 @@ def connect(path: Path | str) -> apsw.Connection:
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA temp_store = MEMORY")
-    # A 32 MB page cache keeps the FTS and index interior pages of a 100k-row store resident, and
-    # checkpointing every 4000 pages (16 MB of WAL) instead of 1000 writes a hot page back once
-    # instead of four times: together 579 -> 638 adds/s at 30k rows (bench/write_path.py).
-    # Checkpoints themselves run as CHECKPOINT_PAGES describes (set_wal_hook replaces SQLite's
-    # autocheckpoint).
-    conn.execute("PRAGMA cache_size = -32768")
+    # Reads come straight from a memory map of the file, and the page cache holds little more
+    # than the pages a transaction writes. A large page cache cost more than its misses saved:
+    # SQLite walks the whole cache at the end of most write transactions (docs/decisions.md,
+    # "Write-path throughput, fourth round"). Where the build cannot map the file, a 32 MB cache
+    # keeps the FTS and index interior pages of a 100k-row store resident instead.
+    mapped = conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}").fetchone()
+    cache_kib = MAPPED_CACHE_KIB if mapped and mapped[0] > 0 else UNMAPPED_CACHE_KIB
+    conn.execute(f"PRAGMA cache_size = -{cache_kib}")
     # The vector index (memory_vec) needs vec0 in every connection that writes or reads it;
     # without the wheel the store still works, lexically (the spec's fail-open).
     vectors.load(conn)
