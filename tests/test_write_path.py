@@ -139,6 +139,46 @@ def test_terms_past_the_posting_cap_keep_only_a_frozen_count(store, monkeypatch)
     assert again.result == "deduped"
 
 
+def test_an_add_sends_no_upsert_for_a_term_already_past_the_cap(store, monkeypatch):
+    """The counts read under the write lock already say which terms are saturated; their upsert
+    would change nothing, so it is not sent."""
+    monkeypatch.setattr(memories, "POSTINGS_CAP", 2)
+    for text in ["kubectl rollout alpha", "kubectl rollout beta", "kubectl drain gamma"]:
+        store.add(text, namespace="project:t", type="fact", signal="test")
+    (kubectl,) = memories.dedup_terms("project:t", ["kubectl"])
+    (cordon,) = memories.dedup_terms("project:t", ["cordon"])
+    sent: list[str] = []
+
+    def trace(cursor, sql, bindings):
+        if sql.startswith("INSERT INTO term_df"):
+            sent.append(bindings[0])
+        return True
+
+    store._conn.exec_trace = trace
+    store.add("kubectl cordon delta", namespace="project:t", type="fact", signal="test")
+    store._conn.exec_trace = None
+    assert cordon in sent and kubectl not in sent
+    assert store._conn.execute("SELECT df FROM term_df WHERE term = ?", (kubectl,)).fetchone() == (
+        3,
+    )
+
+
+def test_a_store_file_is_read_through_a_memory_map(store_path):
+    """A small page cache beside the map: SQLite walks its whole page cache at the end of most
+    write transactions, so a large one cost more than it saved (docs/decisions.md)."""
+    from zmem.db import connect as connect_mod
+
+    conn = connect_mod.connect(store_path)
+    try:
+        assert conn.execute("PRAGMA mmap_size").fetchone()[0] == connect_mod.MMAP_BYTES
+        assert conn.execute("PRAGMA cache_size").fetchone()[0] == -connect_mod.MAPPED_CACHE_KIB
+    finally:
+        conn.close()
+    memory = connect_mod.connect(":memory:")
+    assert memory.execute("PRAGMA cache_size").fetchone()[0] == -connect_mod.UNMAPPED_CACHE_KIB
+    memory.close()
+
+
 def test_polarity_opposite_twin_is_kept_and_contradicts(store):
     a = add_row(store, "Always squash commits before merging feature branches")
     b = add_row(store, "Never squash commits before merging feature branches")

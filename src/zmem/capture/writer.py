@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import apsw
 
@@ -52,6 +52,8 @@ class Prefix:
     min_match: int
     postings: int  # upper bound on the rows the query can touch
     stats: dict[str, memories.TermStat] = field(default_factory=dict)
+    # Every dedup term of the text whose posting list is dropped: the insert need not send it.
+    saturated: frozenset[str] = frozenset()
 
 
 def prefix_terms(stats: dict[str, memories.TermStat], threshold: float) -> Prefix:
@@ -92,7 +94,8 @@ def candidate_terms(
     prefix = prefix_terms(stats, min(link_threshold, DEDUP_THRESHOLD))
     if prefix.postings > LINK_SCAN_BUDGET:
         prefix = prefix_terms(stats, DEDUP_THRESHOLD)
-    return prefix
+    saturated = frozenset(t for t, st in stats.items() if not st.listed)
+    return replace(prefix, saturated=saturated) if saturated else prefix
 
 
 @dataclass(frozen=True)
@@ -114,14 +117,15 @@ def find_neighbours(
     vector: Vector = None,
     semantic: Semantic | None = None,
     link_threshold: float = 0.75,
-) -> list[Neighbour]:
+) -> tuple[list[Neighbour], frozenset[str]]:
     """Live rows of the namespace with similarity >= threshold, best first. Similarity is token
     Jaccard, or, when the store embeds with a real model, the cosine of the two vectors put on
     the same scale (cosine >= semantic.dedup counts as a dedup-level match, >= semantic.link
-    as a link-level one), whichever says more."""
+    as a link-level one), whichever says more. Also returns the text's saturated dedup terms
+    (Prefix.saturated), read in the caller's transaction."""
     tokens = frozenset(norm.split())
     if not tokens:
-        return _same_words(conn, content, namespace, exclude)
+        return _same_words(conn, content, namespace, exclude), frozenset()
     scored: dict[str, float] = {}
     prefix = candidate_terms(conn, namespace, tokens, threshold)
     if prefix.terms:
@@ -146,7 +150,7 @@ def find_neighbours(
             if level >= threshold and level > scored.get(other_id, 0.0):
                 scored[other_id] = level
     if not scored:
-        return []
+        return [], prefix.saturated
     mine_polarity = polarity(content)
     mine_numbers = number_tokens(tokens)
     found = [
@@ -159,7 +163,7 @@ def find_neighbours(
         for cand in memories.candidates(conn, list(scored))
     ]
     found.sort(key=lambda n: (-n.similarity, n.candidate.id))
-    return found
+    return found, prefix.saturated
 
 
 def _same_words(
@@ -260,7 +264,7 @@ def write(
     """Store `row` (or fold it into a near-identical twin). Must run inside a transaction."""
     threshold = min(link_threshold, DEDUP_THRESHOLD)
     norm = similarity_norm(row.content)
-    neighbours = find_neighbours(
+    neighbours, saturated = find_neighbours(
         conn, row.content, norm, row.namespace, threshold, exclude, vector, semantic,
         link_threshold,
     )  # fmt: skip
@@ -296,6 +300,7 @@ def write(
             embedding=vector[0] if vector else None,
             embedding_model=vector[1] if vector else None,
         ),
+        saturated=saturated,
     )
     if update_of is not None:
         graph.insert_link(conn, new_id, update_of, "updates", None, at)
