@@ -43,7 +43,10 @@ def test_prefetch_pass_equals_scoped_join(corpus, monkeypatch, terms, namespace,
     scope = Scope(None if namespace is None else (namespace,), None, 0.25)
     for operator in ("OR", "AND"):
         match = fts_expression(terms, operator)
-        assert lanes._scoped_top(conn, match, scope, want) == db.fts_lane(conn, match, scope, want)
+        plan = QueryPlan(" ".join(terms))  # a fresh recall: nothing shared yet
+        assert lanes._scoped_top(conn, match, scope, want, plan) == db.fts_lane(
+            conn, match, scope, want
+        )
 
 
 @pytest.fixture

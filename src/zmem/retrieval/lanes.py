@@ -200,15 +200,15 @@ def _scoped_top(
     match: str,
     scope: Scope,
     want: int,
-    plan: QueryPlan | None = None,
+    plan: QueryPlan,
 ) -> list[tuple[int, float]]:
     """The scoped top `want` rows of an FTS query, exactly. First rank the unscoped top
     want * PREFETCH rows inside FTS5 alone and keep those the scope admits: any in-scope row
     outside that window scores below every row inside it, so if `want` survive they are the
-    true top. Only when the scope is too narrow for that does the scoped join run. With a
-    plan, the unscoped ranking is shared by the recall's tiers."""
+    true top. Only when the scope is too narrow for that does the scoped join run. The unscoped
+    ranking is the plan's, shared by the recall's tiers."""
     window = want * PREFETCH
-    top = plan.fts_top(conn, match, window) if plan is not None else db.fts_top(conn, match, window)
+    top = plan.fts_top(conn, match, window)
     # The scope is checked a slice at a time, best rows first: a namespace holding most of the
     # matches is served by the first slice instead of probing all want * PREFETCH rows.
     survivors: list[tuple[int, float]] = []
