@@ -649,9 +649,21 @@ def test_a_row_read_back_is_an_ordinary_frozen_memory(store):
     from zmem.models import Memory
 
     added = add_row(store, "Run `ruff format` before committing the api package", tags=["style"])
+    add_row(store, "Run `ruff format` before committing the api package!", tags=["lint"])
     store.surface([added.id])
+    store.bump_retrieved([added.id])
+    store.bump_retrieved([added.id])
     m = store.get(added.id)
-    assert m.tags == ("style",) and m.surfaced_count == 1 and m.merged_from == ()
+    assert m.tags == ("style", "lint") and m.merged_from == () and m.rowid > 0
+    # Every other field against its column read by name: a positional slip between two fields
+    # shows here (the counters and timestamps above are set so that they differ).
+    cur = store._conn.execute("SELECT * FROM memory WHERE id = ?", (added.id,))
+    row = dict(zip((d[0] for d in cur.getdescription()), cur.fetchone(), strict=True))
+    assert m.refreshed_at is not None and (m.surfaced_count, m.retrieval_count) == (1, 2)
+    for f in dataclasses.fields(Memory):
+        if f.name not in ("tags", "merged_from", "has_embedding", "rowid"):
+            assert getattr(m, f.name) == row[f.name], f.name
+    assert m.has_embedding is (row["embedding"] is not None)
     values = {f.name: getattr(m, f.name) for f in dataclasses.fields(Memory)}
     assert m == Memory(**values) and hash(m) == hash(Memory(**values))
     assert isinstance(m.has_embedding, bool) and m.rowid > 0
