@@ -44,10 +44,21 @@ def main() -> None:
     sys.path.insert(0, args.src)  # ahead of the checkout's src/, which hooks.py put first
 
     from zmem.db import recall as db
-    from zmem.hosts import wire
-    from zmem.hosts.daemon import Resident
-    from zmem.reading import RecallMixin
     from zmem.retrieval import lanes, links, pipeline
+
+    try:  # the layout since the read path became the store's Reader (issue 14)
+        from zmem.resident import wire
+        from zmem.resident.daemon import Resident
+        from zmem.store.vectors import StoreVectors as embed_owner
+
+        embed_name = "query"
+    except ImportError:  # an older tree, for alternated runs against it (--src)
+        from zmem.hosts.daemon import Resident
+        from zmem.reading import RecallMixin as embed_owner
+
+        from zmem.hosts import wire
+
+        embed_name = "_query_vector"
 
     if not (data / "store.sqlite").exists():
         data.mkdir(parents=True, exist_ok=True)
@@ -67,7 +78,7 @@ def main() -> None:
 
         setattr(owner, name, wrapper)
 
-    timed(RecallMixin, "_query_vector", "embed")
+    timed(embed_owner, embed_name, "embed")
     timed(pipeline, "run", "pipeline")
     timed(lanes.FtsLane, "run", "fts")
     timed(lanes.EntityLane, "run", "entity")

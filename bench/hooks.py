@@ -117,8 +117,8 @@ def main() -> None:
         build_store(store, args.memories)
         print(f"built {args.memories} memories in {time.perf_counter() - t0:.1f} s", flush=True)
 
-    from zmem.hosts.client import answers
-    from zmem.hosts.daemon import compile_code
+    from zmem.resident.client import answers
+    from zmem.resident.daemon import compile_code
 
     # As `make install`, the plugin bootstrap and the resident process do: with
     # PYTHONDONTWRITEBYTECODE=1 nothing else would write the .pyc files of src/ and hooks/, and
@@ -136,7 +136,7 @@ def main() -> None:
     # resident process that warms up during the measured runs.
     sock.unlink(missing_ok=True)
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "zmem.hosts.daemon", str(data)],
+        [sys.executable, "-m", "zmem.resident.daemon", str(data)],
         env=dict(warm_env, PYTHONPATH=str(ROOT / "src")),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -230,7 +230,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def warm(
-    path: Path, qs: list[str], no_bump: bool, hybrid: bool = False, resident: bool = False
+    path: Path, qs: list[str], passive: bool, hybrid: bool = False, resident: bool = False
 ) -> dict[str, float]:
     """Warm recall latency; `resident`: as the hooks' resident process runs it, with the vector
     index copied into memory (the copy's build time is reported apart)."""
@@ -245,10 +245,10 @@ def warm(
                 raise SystemExit("this store reads no vectors: no resident mode")
             copy_ms = (time.perf_counter() - t) * 1000
         for q in qs[:5]:  # warm the page cache, the imports and (hybrid) the model
-            store.recall(q, namespace=QUERY_NAMESPACE, no_bump=no_bump, hybrid=mode)
+            store.recall(q, namespace=QUERY_NAMESPACE, passive=passive, hybrid=mode)
         for q in qs:
             t = time.perf_counter()
-            found = store.recall(q, namespace=QUERY_NAMESPACE, no_bump=no_bump, hybrid=mode)
+            found = store.recall(q, namespace=QUERY_NAMESPACE, passive=passive, hybrid=mode)
             times.append((time.perf_counter() - t) * 1000)
             hits += bool(found)
     return {
@@ -308,9 +308,9 @@ def main() -> int:
             if args.rebuild or not path.exists():
                 add_vectors(lexical, path, args.seed)
         print(f"  {size:,}: {len(qs)} warm queries...", file=sys.stderr)
-        passive = warm(path, qs, no_bump=True, hybrid=args.hybrid)
-        explicit = warm(path, qs, no_bump=False, hybrid=args.hybrid)
-        resident = warm(path, qs, no_bump=True, hybrid=True, resident=True) if args.hybrid else None
+        passive = warm(path, qs, passive=True, hybrid=args.hybrid)
+        explicit = warm(path, qs, passive=False, hybrid=args.hybrid)
+        resident = warm(path, qs, passive=True, hybrid=True, resident=True) if args.hybrid else None
         print(f"  {size:,}: {args.fresh_runs} fresh processes...", file=sys.stderr)
         cold = fresh(path, qs, args.fresh_runs, hybrid=args.hybrid)
         results.append(

@@ -2,7 +2,7 @@
 `<venv python> -S zmem_hook.py <Event> --host claude|codex|zcode`).
 
 A warm prompt must cost little more than the interpreter's start, so this module first tries
-the resident process through zmem.hosts.wire, which imports only modules built into the
+the resident process through zmem.resident.wire, which imports only modules built into the
 interpreter (-S skips site-packages: ~4 ms). Only when no resident process answers does it load
 site and the full client, with a bare package object standing in for `zmem` so
 zmem/__init__.py (the whole store, ~125 ms) does not load until the hook knows it has work."""
@@ -23,7 +23,7 @@ def _package_dir() -> str:
     # The plugin is a checkout: its own src/zmem is the package. An install elsewhere is looked
     # up the slow way (importlib.util costs ~4 ms of imports).
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "src")
-    if os.path.isfile(os.path.join(src, "zmem", "hosts", "wire.py")):
+    if os.path.isfile(os.path.join(src, "zmem", "resident", "wire.py")):
         sys.path.insert(0, src)
         return os.path.join(src, "zmem")
     _with_site()
@@ -51,7 +51,7 @@ def main() -> None:
         raw = b""
     pkg_dir = _package_dir()
     _bare_package(pkg_dir)
-    from zmem.hosts import wire
+    from zmem.resident import wire
 
     event, host = wire.parse_argv(sys.argv[1:])
     state, body = wire.fast_path(host, event, raw, os.path.realpath(pkg_dir))
@@ -60,7 +60,7 @@ def main() -> None:
             body = body[os.write(1, body) :]
         os._exit(0)
     _with_site()
-    from zmem.hosts import client
+    from zmem.resident import client
 
     if state == wire.TIMED_OUT:  # fail open: the deadline is spent
         client.log_line(client.data_dir(), host, event, "timeout", {"via": "daemon"})

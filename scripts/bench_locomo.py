@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from zmem.cli import output
 from zmem.evaluation.locomo import PROFILES, format_table, run_benchmark
 
 
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     doc = run_benchmark(
         args.input,
+        track=output.track,
         systems=("zmem", args.baseline) if args.baseline else ("zmem",),
         hybrid=not args.no_hybrid,
         dense_only=args.dense_only,

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from zmem.cli import output
 from zmem.evaluation.adapter_eval import MODES, evaluate
 from zmem.evaluation.adapters import ADAPTERS, GRANULARITIES, convert, load_json, write_gold
 
@@ -76,7 +77,12 @@ def main(argv: list[str] | None = None) -> int:
             file=stream,
         )
     if args.evaluate:
-        report = evaluate(conversion.records, mode=args.mode, total=len(conversion.records))
+        report = evaluate(
+            conversion.records,
+            mode=args.mode,
+            total=len(conversion.records),
+            track=output.track,
+        )
         report["skipped"] = summary["skipped"]
         print(json.dumps(report, indent=2, sort_keys=True))
     return 0

@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from zmem.cli import output
 from zmem.errors import ZMemError
 from zmem.evaluation import self_corpus
 
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"eval_self_corpus: error: --k {args.k!r} is not a list of integers", file=sys.stderr)
         return 2
     try:
-        report = self_corpus.run(args.store, ks, args.limit)
+        report = self_corpus.run(args.store, ks, args.limit, track=output.track)
     except ZMemError as exc:
         print(f"eval_self_corpus: error: {exc}", file=sys.stderr)
         return 2

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,14 +52,35 @@ def test_overrides_and_clamps():
             "ZMEM_EMBED_PROFILE": "fake",
             "ZMEM_ALLOW_NEWER_SCHEMA": "1",
             "ZMEM_QUERY_CONTEXT": "0",
-            "ZMEM_KEEPER_COMPRESS_CHARS": "-5",
             "ZMEM_INJECT_TOKEN_BUDGET": "900",
         }
     )
     assert s.link_threshold == 0.6 and s.unfold_top_k == 10 and s.unfold_budget == 1
     assert s.mmr_lambda == 1.0 and s.capture_mode == "auto" and s.embed_profile == "fake"
     assert s.allow_newer_schema and not s.query_context
-    assert s.keeper_compress_chars == 4000 and s.inject_token_budget == 900
+    assert s.inject_token_budget == 900
+
+
+@pytest.mark.parametrize("name", sorted(config.NOT_YET_BUILT))
+def test_a_knob_of_a_feature_not_built_yet_warns_instead_of_pretending(name):
+    s = config.load_settings({name: "/somewhere/or/7"})
+    assert len(s.warnings) == 1
+    assert s.warnings[0].startswith(f"{name} is set, but this build has no ")
+    assert "/somewhere" not in s.warnings[0]  # a token's value never reaches a message
+    assert not any(f.name in name.lower() for f in dataclasses.fields(s) if f.name != "warnings")
+
+
+def test_the_cli_prints_the_not_yet_built_warning_and_still_works(tmp_path):
+    env = {**os.environ, "ZMEM_DATA": str(tmp_path), "ZMEM_BACKUP_DIR": str(tmp_path / "bk")}
+    env["ZMEM_EMBED_PROFILE"] = "fake"
+    result = subprocess.run(
+        [sys.executable, "-m", "zmem", "stats", "--json"], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "[zmem] warning: ZMEM_BACKUP_DIR is set, but this build has no backup yet: it has no effect"
+    ]
+    assert not (tmp_path / "bk").exists()
 
 
 def test_unparseable_numbers_fall_back_with_a_warning():

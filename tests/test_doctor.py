@@ -17,8 +17,8 @@ import pytest
 from conftest import add_row
 from zmem import MemoryStore
 from zmem.db.migrate import load_migrations
+from zmem.doctor import base, embedding_checks, store_checks
 from zmem.embedding import model_files, profiles, weights
-from zmem.hosts.doctor import base, embedding_checks, store_checks
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "skills" / "memory" / "scripts" / "doctor.py"
@@ -235,13 +235,13 @@ def test_read_only_store_warns(run_cli, store_path):
 
 
 def test_python_and_sqlite_floors(run_cli, monkeypatch):
-    import zmem.hosts.doctor as doctor_pkg
+    import zmem.doctor as doctor_pkg
 
     _, _, checks = doctor(run_cli)
     assert checks["python"]["status"] == "ok" and "floor 3.11" in checks["python"]["detail"]
     assert checks["sqlite"]["status"] == "ok" and checks["sqlite"]["fts5"] is True
     monkeypatch.setattr(doctor_pkg, "PYTHON_FLOOR", (99, 0))
-    monkeypatch.setattr(doctor_pkg.apsw, "compile_options", ())
+    monkeypatch.setattr(apsw, "compile_options", ())
     code, _, checks = doctor(run_cli)
     assert code == 1 and checks["python"]["status"] == "fail"
     assert checks["sqlite"]["status"] == "fail" and checks["sqlite"]["fts5"] is False

@@ -16,7 +16,8 @@ import apsw
 import pytest
 
 from zmem import MemoryStore
-from zmem.hosts import client, emit, sidecars
+from zmem.hosts import emit, sidecars
+from zmem.resident import client
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "hooks"
@@ -416,7 +417,7 @@ def test_a_cold_prompt_recall_imports_neither_numpy_nor_urllib(isolated_env, sto
 def started_resident(data: Path, **env: str):
     """A resident process on `data` (killed on exit): (process, socket path) once it listens."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "zmem.hosts.daemon", str(data)],
+        [sys.executable, "-m", "zmem.resident.daemon", str(data)],
         env=dict(os.environ, ZMEM_HOOK_DAEMON="1", **env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -473,7 +474,7 @@ def test_warm_hook_runs_as_hosts_run_it_and_imports_almost_nothing(resident, rep
     # Built in or frozen into the interpreter (no file is read), or one of the two small C
     # extensions the wire needs.
     compiled_in = {m for m in extra if m in sys.builtin_module_names or _imp.is_frozen(m)}
-    own = {"zmem_launch", "zmem.hosts", "zmem.hosts.wire"}
+    own = {"zmem_launch", "zmem.resident", "zmem.resident.wire", "zmem.layout"}
     assert extra - compiled_in == own | {"_socket", "_json"}, extra
 
 
@@ -511,7 +512,7 @@ def test_a_resident_process_writes_the_bytecode_an_update_left_out(
 def test_a_resident_process_running_old_code_hands_over(tmp_path, isolated_env, store_path):
     """Edit the code under a running resident process: its next request is refused (the hook
     then runs in-process) and the process exits so a fresh one can start."""
-    from zmem.hosts import wire
+    from zmem.resident import wire
 
     seed(store_path)
     src = _copy_package(tmp_path)
@@ -540,7 +541,7 @@ def test_the_resident_process_never_reuses_a_previous_requests_host_env(
 ):
     """Host variables (plugin root, project dir) are per request: one hook's must not leak
     into the next hook's answer."""
-    from zmem.hosts import daemon, wire
+    from zmem.resident import daemon, wire
 
     seed(store_path)
     monkeypatch.setenv("CLAUDE_PROJECT_DIR", "/left/over")
@@ -605,7 +606,7 @@ def test_a_dead_resident_socket_does_not_block_a_new_one(tmp_path, monkeypatch):
     import socket as socketlib
     import subprocess
 
-    from zmem.hosts import client
+    from zmem.resident import client
 
     ddir = tmp_path / "data"
     ddir.mkdir()
@@ -695,7 +696,7 @@ def test_a_legacy_namespace_in_the_migration_map_is_recalled_under_the_canonical
 
 def test_refused_clients_do_not_keep_a_resident_process_alive(isolated_env, store_path):
     """Another release's hooks are refused; their requests must not reset the idle timer."""
-    from zmem.hosts import wire
+    from zmem.resident import wire
 
     seed(store_path)
     with started_resident(isolated_env / "data", ZMEM_HOOKD_IDLE_S="1.5") as (proc, sock):

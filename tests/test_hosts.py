@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zmem.hosts import corrections, emit, events, namespace, opsring, sidecars
+from zmem.capture import corrections
+from zmem.capture import project_namespace as namespace
+from zmem.hosts import emit, events, opsring, sidecars
 
 
 def test_codex_apply_patch_normalizes_to_edit_with_paths():

@@ -169,7 +169,7 @@ class World:
         plugin started from the checkout would), killed on exit."""
         assert VENV is not None
         proc = subprocess.Popen(
-            [str(VENV / "bin" / "python"), "-m", "zmem.hosts.daemon", str(self.data)],
+            [str(VENV / "bin" / "python"), "-m", "zmem.resident.daemon", str(self.data)],
             env=self.env(**warm, PYTHONPATH=str(ROOT / "src")),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -15,6 +15,7 @@ from zmem import MemoryStore
 from zmem.models import Hit
 from zmem.retrieval import render
 from zmem.retrieval.explain import EXPLAIN_REASONS
+from zmem.retrieval.request import RecallRequest
 
 NS = "project:alpha"
 ENVELOPE_KEYS = {"results", "count", "omitted", "injection_risk", "tokens_used", "tokens_budget"}
@@ -294,7 +295,7 @@ def test_fence_cannot_be_closed_by_content(store):
         signal="test",
     )
     hits = store.recall("evil free", namespace=NS)
-    block = render.render_block(hits, explicit=True, char_budget=8000)
+    block = render.render_block(hits, passive=False, char_budget=8000)
     assert block.count(render.FENCE_CLOSE) == 1 and block.endswith(render.FENCE_CLOSE)
     assert block.count(render.FENCE_OPEN) == 1
 
@@ -308,7 +309,7 @@ def test_at_most_three_entity_names_per_row(store):
     )
     (hit,) = store.recall("together", namespace=NS)
     assert len(hit.entities) >= 4
-    line = render.row_line(hit, explicit=True)
+    line = render.row_line(hit, passive=False)
     names = line.split("entities: ")[1].split(" · ")[0].rstrip(")").split(", ")
     assert len(names) == 3
 
@@ -319,7 +320,7 @@ def test_at_most_three_entity_names_per_row(store):
 @given(st.integers(min_value=0, max_value=3000))
 def test_ctx_budget_is_a_hard_cap_that_keeps_the_fence(store, budget):
     hits = store.recall("payment service", namespace=NS, limit=6, link_hops=0) or _hits(store)
-    block = render.render_block(hits, explicit=True, char_budget=budget)
+    block = render.render_block(hits, passive=False, char_budget=budget)
     assert len(block) <= budget
     if block:
         assert block.startswith(render.FENCE_OPEN) and block.endswith(render.FENCE_CLOSE)
@@ -350,13 +351,13 @@ def test_token_budget_drops_ungrounded_first_and_never_decisions(store):
         )
     hits = store.recall("payment", namespace=NS, limit=9, link_hops=0, no_mmr=True)
     assert len(hits) == 9
-    one_row = render.estimate_tokens(render.row_line(hits[0], False))
-    kept, dropped = render.apply_token_budget(hits, one_row * 5, explicit=False)
+    one_row = render.estimate_tokens(render.row_line(hits[0], passive=True))
+    kept, dropped = render.apply_token_budget(hits, one_row * 5, passive=True)
     assert dropped == 4
     kinds = [(h.memory.type, h.memory.signal) for h in kept]
     assert kinds.count(("decision", "user")) == 3
     assert ("lesson", "none") not in kinds  # all three ungrounded rows went first
-    kept, _ = render.apply_token_budget(hits, 0, explicit=False)
+    kept, _ = render.apply_token_budget(hits, 0, passive=True)
     assert [h.memory.type for h in kept] == ["decision"] * 3  # kept even over budget
 
 
@@ -364,7 +365,7 @@ def test_passive_recall_applies_the_token_budget(store, monkeypatch, store_path)
     _hits(store, 6)
     monkeypatch.setenv("ZMEM_INJECT_TOKEN_BUDGET", "60")
     with MemoryStore.open(store_path) as s:
-        report = s.recall_report("payment service", namespace=NS, limit=6, no_bump=True)
+        report = s.recall_report("payment service", namespace=NS, limit=6, passive=True)
         explicit = s.recall_report("payment service", namespace=NS, limit=6)
     assert report.tokens_used <= 60 and report.budget_dropped > 0
     assert len(explicit.hits) == 6 and explicit.tokens_used > 60
@@ -403,7 +404,9 @@ def test_target_that_is_both_an_id_prefix_and_a_fragment_gets_both_verdicts(stor
     ).id
     ids, _ = resolve_target(store._conn, prefix)
     assert set(ids) == {first, second}
-    report, verdicts, _ = store.explain("dev database", namespace=NS, target=prefix)
+    report, verdicts, _ = store.explain(
+        RecallRequest(query="dev database", namespace=NS), target=prefix
+    )
     assert {v.id for v in verdicts} == {first, second}
 
 

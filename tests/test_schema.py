@@ -11,6 +11,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from click.testing import CliRunner
 
 from zmem import MemoryStore
 from zmem.db import migrate as migrate_mod
@@ -182,16 +183,27 @@ def test_newer_schema_override(store_path, monkeypatch, capsys):
     with MemoryStore.open(store_path) as store:
         assert store.schema_version == SCHEMA_VERSION + 1
         store.add("Still usable", namespace="project:t", type="fact", signal="test")
-    assert "NOTICE" in capsys.readouterr().err
+        assert any("NOTICE" in w for w in store.warnings)
+    assert capsys.readouterr().err == ""  # the library never prints; front ends do
+
+
+def test_newer_schema_notice_reaches_the_cli_user(store_path, monkeypatch):
+    from zmem.cli import cli
+
+    _stamp(store_path, SCHEMA_VERSION + 1)
+    monkeypatch.setenv("ZMEM_ALLOW_NEWER_SCHEMA", "1")
+    result = CliRunner().invoke(cli, ["--store", str(store_path), "stats", "--json"])
+    assert result.exit_code == 0, result.output
+    assert f"[zmem] NOTICE: store schema v{SCHEMA_VERSION + 1}" in result.stderr
 
 
 def test_forward_compatible_schema_prints_the_notice_once(store_path, monkeypatch, capsys):
     _stamp(store_path, SCHEMA_VERSION + 1)
     monkeypatch.setattr(migrate_mod, "FORWARD_COMPAT_SCHEMA_VERSION", SCHEMA_VERSION + 1)
-    MemoryStore.open(store_path).close()
-    first = capsys.readouterr().err
-    MemoryStore.open(store_path).close()
-    second = capsys.readouterr().err
+    with MemoryStore.open(store_path) as store:
+        first = " ".join(store.warnings)
+    with MemoryStore.open(store_path) as store:
+        second = " ".join(store.warnings)
     assert first.count("NOTICE") == 1 and f"v{SCHEMA_VERSION + 1}" in first
     assert "NOTICE" not in second
 

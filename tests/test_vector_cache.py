@@ -37,7 +37,7 @@ def store(store_path: Path):
 def test_the_copy_finds_what_vec0_finds(store):
     conn = store._conn
     assert store.keep_vectors_in_memory()
-    cache = store._vector_cache
+    cache = store.vectors.cache
     assert cache.rows == vectors.count(conn) == 60
     rnd = random.Random(3)
     for _ in range(25):
@@ -52,7 +52,7 @@ def test_the_copy_finds_what_vec0_finds(store):
 
 def test_a_write_in_this_process_makes_the_copy_stale_until_rebuilt(store):
     assert store.keep_vectors_in_memory()
-    cache = store._vector_cache
+    cache = store.vectors.cache
     assert cache.fresh(store._conn)
     new = store.add(
         "rotate the staging TLS cert before Friday",
@@ -71,7 +71,7 @@ def test_a_write_in_this_process_makes_the_copy_stale_until_rebuilt(store):
 
 def test_a_commit_by_another_connection_makes_the_copy_stale(store, store_path):
     assert store.keep_vectors_in_memory()
-    cache = store._vector_cache
+    cache = store.vectors.cache
     other = apsw.Connection(str(store_path))
     other.execute("UPDATE memory SET retrieval_count = retrieval_count WHERE rid = 1")
     other.close()
@@ -104,6 +104,6 @@ def test_recall_answers_the_same_with_and_without_the_copy(store, store_path):
 
 def test_a_store_that_reads_no_vectors_keeps_no_copy(store_path):
     with MemoryStore.open(store_path) as s:
-        s._vec_ready = False  # as when sqlite-vec is missing: recall is lexical
+        s.vectors.ready = False  # as when sqlite-vec is missing: recall is lexical
         assert s.keep_vectors_in_memory() is False
-        assert s._vector_cache is None
+        assert s.vectors.cache is None

@@ -111,8 +111,8 @@ def test_reembed_backfills_converts_and_is_idempotent(minilm, monkeypatch, run_c
     path, open_store = minilm
     with open_store() as s:
         add(s, "The nightly job compacts the search index.")
-        s._embedder = None  # model unavailable for this write: no vector
-        s._vec_ready = False
+        s.vectors.embedder = None  # model unavailable for this write: no vector
+        s.vectors.ready = False
         add(s, "Feature flags reload on SIGHUP.")
     with open_store() as s:
         dry = s.reembed(dry_run=True)
@@ -154,7 +154,7 @@ def test_a_failing_embedder_falls_back_to_lexical(minilm):
         def broken(text):
             raise RuntimeError("model crashed")
 
-        s._embedder = broken
+        s.vectors.embedder = broken
         hits = s.recall("vault agent secrets", namespace=NS)
     assert [h.id for h in hits] == [row] and "vector" not in hits[0].lanes
 

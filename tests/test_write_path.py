@@ -3,6 +3,8 @@ number guards, link generation, entity links, source refs, append-only update an
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import add_row, table_counts
@@ -351,10 +353,20 @@ def test_file_source_is_hashed_and_goes_stale(store, tmp_path):
 
 
 def test_unreadable_file_source_warns(store, tmp_path, capsys):
+    from click.testing import CliRunner
+
+    from zmem.cli import cli
+
     r = add_row(store, "From a missing file", source_ref=f"file:{tmp_path}/missing.md")
     assert r.warnings[0]["type"] == "source_unreadable"
-    assert store.describe(r.id)["source_state"] == "unreadable"
-    assert "cannot be opened" in capsys.readouterr().err
+    described = store.describe(r.id)
+    assert described["source_state"] == "unreadable"
+    assert any("cannot be opened" in w for w in described["warnings"])
+    assert capsys.readouterr().err == ""  # the library returns warnings; the CLI prints them
+    result = CliRunner().invoke(cli, ["--store", str(store.path), "get", "--id", r.id])
+    assert result.exit_code == 0, result.output
+    assert "cannot be opened" in result.stderr
+    assert "warnings" not in json.loads(result.stdout)
 
 
 @pytest.mark.parametrize(
@@ -498,8 +510,8 @@ def test_prefix_ids_resolve_for_reads_only(store):
 
 def test_bump_and_surface_counters_are_separate(store):
     r = add_row(store, "A fact")
-    store.bump_retrieved([r.id])
-    store.record_surfaced([r.id, r.id])
+    store.reader.bump_retrieved([r.id])
+    store.reader.record_surfaced([r.id, r.id])
     m = store.get(r.id)
     assert (m.retrieval_count, m.surfaced_count) == (1, 2)
     assert m.last_retrieved and m.last_surfaced
@@ -623,7 +635,7 @@ def test_update_inherits_taint_read_under_the_write_lock(store_path, monkeypatch
         a = s.add(
             "the cdn purges its cache on deploy", namespace="project:t", type="fact", signal="user"
         )
-        real_embed = s._embed
+        real_embed = s.vectors.embed
 
         def embed_while_another_session_writes(text):
             other.add(
@@ -635,7 +647,7 @@ def test_update_inherits_taint_read_under_the_write_lock(store_path, monkeypatch
             )
             return real_embed(text)
 
-        monkeypatch.setattr(s, "_embed", embed_while_another_session_writes)
+        monkeypatch.setattr(s.vectors, "embed", embed_while_another_session_writes)
         new = s.update(a.id, "the cdn purges its cache on every deploy and rollback")
         assert s.get(a.id).taint == "untrusted_web"
         assert s.get(new.id).taint == "untrusted_web"
@@ -651,8 +663,8 @@ def test_a_row_read_back_is_an_ordinary_frozen_memory(store):
     added = add_row(store, "Run `ruff format` before committing the api package", tags=["style"])
     add_row(store, "Run `ruff format` before committing the api package!", tags=["lint"])
     store.surface([added.id])
-    store.bump_retrieved([added.id])
-    store.bump_retrieved([added.id])
+    store.reader.bump_retrieved([added.id])
+    store.reader.bump_retrieved([added.id])
     m = store.get(added.id)
     assert m.tags == ("style", "lint") and m.merged_from == () and m.rowid > 0
     # Every other field against its column read by name: a positional slip between two fields

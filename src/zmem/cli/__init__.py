@@ -28,6 +28,8 @@ class StoreContext:
             for line in settings.warnings:
                 output.warn(line)
             self._store = MemoryStore.open(settings=settings)
+            for line in self._store.warnings:
+                output.notice(line)
         return self._store
 
     def close(self) -> None:
@@ -41,7 +43,7 @@ class ZMemGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:
-            click.echo(f"zmem: error: {exc.format_message()} (see 'zmem --help')", err=True)
+            output.error(f"{exc.format_message()} (see 'zmem --help')")
             sys.exit(exc.exit_code)
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
@@ -50,15 +52,15 @@ class ZMemGroup(click.Group):
         try:
             return super().invoke(ctx)
         except ZMemError as exc:
-            click.echo(f"zmem: error: {exc}", err=True)
+            output.error(str(exc))
             ctx.exit(exc.exit_code)
         except apsw.BusyError as exc:
             # Past the busy timeout: another session held the write lock the whole time.
-            click.echo(f"zmem: error: store is busy ({exc}); retry shortly", err=True)
+            output.error(f"store is busy ({exc}); retry shortly")
             ctx.exit(1)
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
-            click.echo(f"zmem: error: {exc.format_message()} (see '{where} --help')", err=True)
+            output.error(f"{exc.format_message()} (see '{where} --help')")
             ctx.exit(exc.exit_code)
 
 

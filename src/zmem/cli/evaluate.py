@@ -32,4 +32,4 @@ def tune_weights(obj, dry_run, gold_path, k):
     if not dry_run:
         raise UsageError("tune-weights only runs with --dry-run (there is no --apply)")
     items = gold.load(gold_path)
-    output.emit_json(tune.tune(obj.store(), items, k))
+    output.emit_json(tune.tune(obj.store(), items, k, track=output.track))

@@ -4,15 +4,16 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
 from zmem import config
-from zmem.cli import cli
-from zmem.hosts import client, corrections, sidecars
+from zmem.capture import corrections
+from zmem.cli import cli, output
+from zmem.hosts import emit, sidecars
+from zmem.resident import client
 
 
 @cli.command("hook")
@@ -29,8 +30,7 @@ def hook(event: str, host: str) -> None:
     except (OSError, ValueError):
         raw = ""
     out, _ = client.run(host, event, raw)
-    if out:
-        click.echo(out, nl=False)
+    emit.write(out)
 
 
 def _data_dir() -> Path:
@@ -44,13 +44,14 @@ def queue_list(namespace: str, as_json: bool) -> None:
     """Show queued correction candidates (never opens the store)."""
     items = sidecars.queue_items(_data_dir(), namespace)
     if as_json:
-        click.echo(json.dumps({"namespace": namespace, "count": len(items), "items": items}))
+        doc = {"namespace": namespace, "count": len(items), "items": items}
+        output.emit_json(doc, indent=None, ensure_ascii=True)
         return
     if not items:
-        click.echo(f"[zmem] no queued corrections for {namespace}")
+        output.emit(f"[zmem] no queued corrections for {namespace}")
         return
     for i in items:
-        click.echo(
+        output.emit(
             f"{i.get('id')}  {i.get('type')}  conf {i.get('confidence')}  {i.get('message')}"
         )
 
@@ -67,7 +68,7 @@ def queue_clear(namespace: str, ids: tuple[str, ...], all_items: bool, drop_stal
     removed = sidecars.clear(
         _data_dir(), namespace, ids=ids, all_items=all_items, drop_stale=drop_stale
     )
-    click.echo(f"[zmem] removed {removed} queued item(s) from {namespace}")
+    output.emit(f"[zmem] removed {removed} queued item(s) from {namespace}")
 
 
 @cli.command("corrections")
@@ -87,7 +88,7 @@ def corrections_cmd(transcript: str, as_json: bool) -> None:
         for item in result["items"]:
             if secrets.looks_like_secret(item["message"]):
                 item["secret_warning"] = True
-    click.echo(json.dumps(result, ensure_ascii=False))
+    output.emit_json(result, indent=None)
 
 
 @cli.command("doctor")
@@ -111,12 +112,12 @@ def doctor_cmd(ctx: click.Context, project: str | None, repo_root: str | None, f
     Never creates, migrates or repairs anything. Exit 0 when no check fails, 1 when one does,
     2 on bad arguments.
     """
-    from zmem.hosts import doctor
+    from zmem import doctor
 
     store_flag = ctx.obj.store_path if ctx.obj is not None else None
     report = doctor.run(project=project, repo_root=repo_root, store_path=store_flag)
     if fmt in ("human", "both"):
-        click.echo(doctor.human(report))
+        output.emit(doctor.human(report))
     if fmt in ("json", "both"):
-        click.echo(json.dumps(report, indent=None if fmt == "json" else 1, ensure_ascii=False))
+        output.emit_json(report, indent=None if fmt == "json" else 1)
     sys.exit(0 if report["ok"] else 1)

@@ -4,8 +4,8 @@ people, and warnings on stderr."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import click
 
@@ -13,21 +13,32 @@ from zmem.config import Settings
 from zmem.models import Memory
 from zmem.retrieval import render
 from zmem.retrieval.explain import Verdict
-from zmem.retrieval.pipeline import RecallReport
+from zmem.retrieval.request import RecallReport
+
+T = TypeVar("T")
 
 PREVIEW_CHARS = 100
 
 
-def emit_json(document: Any) -> None:
-    click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+def emit_json(document: Any, *, indent: int | None = 2, ensure_ascii: bool = False) -> None:
+    click.echo(json.dumps(document, ensure_ascii=ensure_ascii, indent=indent))
 
 
 def emit(text: str) -> None:
     click.echo(text)
 
 
+def error(text: str) -> None:
+    """The one stderr line of a failed command."""
+    click.echo(f"zmem: error: {text}", err=True)
+
+
 def warn(text: str) -> None:
     click.echo(f"[zmem] warning: {text}", err=True)
+
+
+def notice(text: str) -> None:
+    click.echo(f"[zmem] {text}", err=True)
 
 
 def describe_warning(w: Mapping[str, Any]) -> str:
@@ -113,7 +124,7 @@ def _size(n: int | None) -> str:
 def emit_report(
     report: RecallReport,
     *,
-    explicit: bool,
+    passive: bool,
     as_json: bool,
     settings: Settings,
     as_of: str | None,
@@ -132,12 +143,12 @@ def emit_report(
         )
     elif report.hits:
         block = render.render_block(
-            report.hits, explicit=explicit, char_budget=settings.ctx_budget, as_of=as_of
+            report.hits, passive=passive, char_budget=settings.ctx_budget, as_of=as_of
         )
         emit(block or "memories withheld: ZMEM_CTX_BUDGET is too small to show one row.")
     else:
         emit("no memories matched.")
-    if explicit:
+    if not passive:
         for w in report.warnings:
             warn(w)
 
@@ -180,6 +191,34 @@ class _Bar:
 
 def progress_bar(label: str) -> _Bar:
     return _Bar(label)
+
+
+def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
+    """evaluation's Tracker: yield items, drawing a bar on stderr when it is a terminal."""
+    import sys
+
+    if not sys.stderr.isatty():
+        yield from items
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        yield from progress.track(items, total=total, description=description)
 
 
 def reembed_text(r: Mapping[str, Any]) -> str:

@@ -16,7 +16,10 @@ from zmem.models import ENTITY_KINDS, LINK_RELATIONS, MEMORY_TYPES
 @click.pass_obj
 def get(obj, memory_id):
     """Show one memory as JSON, with its links, entities and episodes."""
-    output.emit_json(obj.store().describe(memory_id))
+    described = obj.store().describe(memory_id)
+    for line in described.pop("warnings"):
+        output.warn(line)
+    output.emit_json(described)
 
 
 @cli.command("list")

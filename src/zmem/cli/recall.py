@@ -7,6 +7,7 @@ import click
 
 from zmem.cli import cli, output
 from zmem.cli.writes import read_content
+from zmem.retrieval.request import RecallRequest
 
 _SCOPE_OPTIONS = [
     click.option(
@@ -91,49 +92,19 @@ def _scope_options(f):
     help="With --explain: the row(s) to account for (id, id prefix or content fragment).",
 )
 @click.pass_obj
-def recall(
-    obj,
-    query,
-    namespace,
-    include_global,
-    global_limit,
-    as_of,
-    as_json,
-    limit,
-    link_hops,
-    link_budget,
-    hybrid,
-    no_mmr,
-    no_bump,
-    no_unfold,
-    min_confidence,
-    explain,
-    target,
-):
+def recall(obj, query, as_json, explain, target, **options):
     """Surface the memories most relevant to a query (high precision first).
 
     Lexical (BM25) and entity lanes, plus the vector lane when embeddings are available, are
     fused (RRF), re-ranked by relevance, confidence, recency and popularity, diversified (MMR)
     and extended by one hop of links. --explain re-runs the same pipeline with zero writes.
     """
-    options = dict(
-        namespace=namespace,
-        limit=limit,
-        include_global=include_global,
-        global_limit=global_limit,
-        as_of=as_of,
-        no_bump=no_bump,
-        hybrid=hybrid,
-        no_mmr=no_mmr,
-        link_hops=link_hops,
-        link_budget=link_budget,
-        no_unfold=no_unfold,
-        min_confidence=min_confidence,
-    )
     query = read_content(query)
     store = obj.store()
     if explain or target is not None:
-        report, verdicts, effective = store.explain(query, target=target, **options)
+        req = _request("recall", query, options)
+        report, verdicts, effective = store.explain(req, target=target)
+        effective = {("no_bump" if k == "passive" else k): v for k, v in effective.items()}
         extra = {
             "explain": {
                 "query": query,
@@ -142,21 +113,32 @@ def recall(
                 "verdicts": [v.to_dict() for v in verdicts],
             }
         }
-        output.emit_report(
-            report,
-            explicit=not no_bump,
-            as_json=as_json,
-            settings=store.settings,
-            as_of=as_of,
-            extra=extra,
-        )
+        _emit(store, report, req, as_json, extra)
         if not as_json:
             output.emit(output.explain_text(query, effective, verdicts))
         return
     # The explicit CLI recall is the one surface the optional cross-encoder may re-order.
-    report = store.recall_report(query, rerank=True, **options)
+    req = _request("recall", query, options, rerank=True)
+    _emit(store, store.read(req), req, as_json)
+
+
+def _request(kind: str, query: str, options: dict, **fixed) -> RecallRequest:
+    """The command's options as the library's request: --no-bump is what it calls passive."""
+    options = dict(options, **fixed)
+    options["passive"] = options.pop("no_bump")
+    return RecallRequest(query=query, kind=kind, **options)
+
+
+def _emit(store, report, req: RecallRequest, as_json: bool, extra: dict | None = None) -> None:
+    # The header names the instant as the user wrote it; the request holds the canonical one.
+    as_of = click.get_current_context().params.get("as_of")
     output.emit_report(
-        report, explicit=not no_bump, as_json=as_json, settings=store.settings, as_of=as_of
+        report,
+        passive=req.passive,
+        as_json=as_json,
+        settings=store.settings,
+        as_of=as_of,
+        extra=extra,
     )
 
 
@@ -166,21 +148,11 @@ def recall(
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--no-bump", is_flag=True, help="Passive read: record a surface event instead.")
 @click.pass_obj
-def search(obj, text, namespace, include_global, global_limit, as_of, as_json, limit, no_bump):
+def search(obj, text, as_json, **options):
     """Ranked search: recall's lanes and scoring, without link expansion or lineage."""
     store = obj.store()
-    report = store.search(
-        read_content(text),
-        namespace=namespace,
-        limit=limit,
-        include_global=include_global,
-        global_limit=global_limit,
-        as_of=as_of,
-        no_bump=no_bump,
-    )
-    output.emit_report(
-        report, explicit=not no_bump, as_json=as_json, settings=store.settings, as_of=as_of
-    )
+    req = _request("search", read_content(text), options)
+    _emit(store, store.read(req), req, as_json)
 
 
 @cli.command()
@@ -194,20 +166,8 @@ def search(obj, text, namespace, include_global, global_limit, as_of, as_json, l
 )
 @click.option("--no-bump", is_flag=True, help="Passive read (session start): surface event only.")
 @click.pass_obj
-def recent(
-    obj, namespace, include_global, global_limit, as_of, as_json, limit, min_confidence, no_bump
-):
+def recent(obj, as_json, **options):
     """The newest confident memories of a tier (what a session starts with)."""
     store = obj.store()
-    report = store.recent(
-        namespace=namespace,
-        limit=limit,
-        min_confidence=min_confidence,
-        include_global=include_global,
-        global_limit=global_limit,
-        as_of=as_of,
-        no_bump=no_bump,
-    )
-    output.emit_report(
-        report, explicit=not no_bump, as_json=as_json, settings=store.settings, as_of=as_of
-    )
+    req = _request("recent", "", options)
+    _emit(store, store.read(req), req, as_json)

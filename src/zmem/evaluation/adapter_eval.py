@@ -15,8 +15,9 @@ from zmem import config
 from zmem.errors import ZMemError
 from zmem.evaluation.adapters import KS, retrieval_metrics, turn_to_session_metrics
 from zmem.evaluation.environment import restored_env
-from zmem.evaluation.progress import track
+from zmem.evaluation.progress import Tracker, quiet
 from zmem.models import MAX_CONTENT_CHARS
+from zmem.retrieval.request import RecallRequest
 from zmem.store import MemoryStore
 
 MODES = ("lexical", "hybrid")
@@ -73,14 +74,16 @@ class _Haystack:
         """Corpus ids best first, and how many rows the passive surface withheld."""
         os.environ["ZMEM_TEST_NOW"] = when
         try:
-            report = self.store.recall_report(
-                query,
-                namespace=NAMESPACE,
-                limit=limit,
-                no_bump=True,
-                link_hops=0,
-                no_mmr=True,
-                hybrid=hybrid,
+            report = self.store.read(
+                RecallRequest(
+                    query=query,
+                    namespace=NAMESPACE,
+                    limit=limit,
+                    passive=True,
+                    link_hops=0,
+                    no_mmr=True,
+                    hybrid=hybrid,
+                )
             )
         except ZMemError:
             return [], 0
@@ -116,6 +119,7 @@ def evaluate(
     limit: int = 50,
     ks: Sequence[int] = KS,
     total: int | None = None,
+    track: Tracker = quiet,
 ) -> dict[str, Any]:
     """Score every gold record and average per level (the record's granularity; a LongMemEval
     turn run is also scored at session level, as the official code does) and per question type

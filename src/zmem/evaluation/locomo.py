@@ -29,7 +29,8 @@ from zmem.evaluation.locomo_format import (
     session_of,
     turn_content,
 )
-from zmem.evaluation.progress import track
+from zmem.evaluation.progress import Tracker, quiet
+from zmem.retrieval.request import RecallRequest
 from zmem.store import MemoryStore
 
 KS = (5, 10, 25, 50)
@@ -262,6 +263,7 @@ def run_zmem(
     store: str | Path | None = None,
     token_budget: int | None = None,
     limit: int = max(KS),
+    track: Tracker = quiet,
 ) -> SystemRun:
     """Ingest every turn (clock pinned to its session's date), then recall every kept question
     passively (no bump, no links, no MMR) with the clock after the last session. The passive
@@ -276,7 +278,7 @@ def run_zmem(
         budget = UNLIMITED_TOKENS if token_budget is None else token_budget
         settings = dataclasses.replace(settings, inject_token_budget=budget)
         with MemoryStore.open(settings=settings) as s:
-            stands_for = _ingest(s, data, run)
+            stands_for = _ingest(s, data, run, track)
             _query(
                 s,
                 data,
@@ -285,6 +287,7 @@ def run_zmem(
                 hybrid=None if hybrid else False,
                 limit=limit,
                 dense_only=dense_only,
+                track=track,
             )
         run.counters.update(
             hybrid=hybrid,
@@ -295,7 +298,9 @@ def run_zmem(
     return run
 
 
-def _ingest(s: MemoryStore, data: Dataset, run: SystemRun) -> dict[str, set[str]]:
+def _ingest(
+    s: MemoryStore, data: Dataset, run: SystemRun, track: Tracker = quiet
+) -> dict[str, set[str]]:
     """Returns memory id → the dialog ids it stands for (a dedup keeper collects the turns
     folded into it, so evidence on a folded turn is still scorable)."""
     stands_for: dict[str, set[str]] = {}
@@ -330,6 +335,7 @@ def _query(
     hybrid: bool | None,
     limit: int,
     dense_only: bool = False,
+    track: Tracker = quiet,
 ) -> None:
     omitted = budget_dropped = 0
     jobs = [(c, q) for c in data.conversations for q in c.questions]
@@ -339,15 +345,17 @@ def _query(
             os.environ["ZMEM_TEST_NOW"] = config.format_instant(conv.query_time)
             clock = conv.sample_id
         started = time.perf_counter()
-        report = s.recall_report(
-            question.text,
-            namespace=conv.namespace,
-            limit=limit,
-            no_bump=True,
-            hybrid=hybrid,
-            dense_only=dense_only,
-            link_hops=0,
-            no_mmr=True,
+        report = s.read(
+            RecallRequest(
+                query=question.text,
+                namespace=conv.namespace,
+                limit=limit,
+                passive=True,
+                hybrid=hybrid,
+                dense_only=dense_only,
+                link_hops=0,
+                no_mmr=True,
+            )
         )
         run.query_ms.append((time.perf_counter() - started) * 1000.0)
         omitted += report.omitted
@@ -363,7 +371,7 @@ def _dia_ids(source_ref: str | None, folded: set[str]) -> frozenset[str]:
     return frozenset(parse_evidence(source_ref)[-1:]) | folded
 
 
-def run_bm25(data: Dataset, limit: int = max(KS)) -> SystemRun:
+def run_bm25(data: Dataset, limit: int = max(KS), track: Tracker = quiet) -> SystemRun:
     """Okapi BM25 over each conversation's turns (the same texts ZMem stores)."""
     run = SystemRun("bm25")
     started = time.perf_counter()
@@ -440,12 +448,13 @@ def run_benchmark(
     source: str | Path,
     *,
     systems: Sequence[str] = ("zmem",),
+    track: Tracker = quiet,
     **zmem_options: Any,
 ) -> dict[str, Any]:
     """Load, run the named systems ("zmem", "bm25") and return the JSON report."""
     data = load(source)
     runners: dict[str, Callable[[], SystemRun]] = {
-        "zmem": lambda: run_zmem(data, **zmem_options),
-        "bm25": lambda: run_bm25(data),
+        "zmem": lambda: run_zmem(data, track=track, **zmem_options),
+        "bm25": lambda: run_bm25(data, track=track),
     }
     return report(data, [runners[name]() for name in systems], source)

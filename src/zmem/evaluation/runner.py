@@ -10,7 +10,8 @@ from typing import Any
 
 from zmem.errors import UsageError
 from zmem.evaluation.gold import GoldItem
-from zmem.retrieval.fusion import Weights
+from zmem.retrieval.fusion import DEFAULT_WEIGHTS, Weights
+from zmem.retrieval.request import RecallRequest
 from zmem.store import MemoryStore
 
 MODES = ("lexical", "dense", "hybrid")
@@ -28,24 +29,26 @@ def run_item(
     weights: Weights | None = None,
     mode: str = "lexical",
 ) -> dict[str, Any]:
-    """One gold item through MemoryStore.recall_report, scored against its expect/forbid keys.
+    """One gold item through MemoryStore.read, scored against its expect/forbid keys.
     mode: "lexical" (the default: model-absent by construction), "dense" or "hybrid"."""
-    report = store.recall_report(
-        item.query,
-        namespace=item.namespace,
-        limit=k,
-        include_global=item.include_global,
-        as_of=item.as_of,
-        # Explicit items take the explicit path so change-intent unfold can fire (it needs
-        # link_hops >= 1); link_budget=0 keeps link expansion out of the measurement.
-        no_bump=not item.explicit,
-        link_hops=1 if item.explicit else 0,
-        link_budget=0,
-        no_mmr=True,
-        telemetry=False,
-        weights=weights,
-        hybrid=mode != "lexical",
-        dense_only=mode == "dense",
+    report = store.read(
+        RecallRequest(
+            query=item.query,
+            namespace=item.namespace,
+            limit=k,
+            include_global=item.include_global,
+            as_of=item.as_of,
+            # Explicit items take the explicit path so change-intent unfold can fire (it needs
+            # link_hops >= 1); link_budget=0 keeps link expansion out of the measurement.
+            passive=not item.explicit,
+            link_hops=1 if item.explicit else 0,
+            link_budget=0,
+            no_mmr=True,
+            telemetry=False,
+            weights=weights or DEFAULT_WEIGHTS,
+            hybrid=mode != "lexical",
+            dense_only=mode == "dense",
+        )
     )
     returned = [key_of.get(h.id, "?") for h in report.hits]
     # Each tier is cut to its own budget (k for the queried namespace, the global limit for

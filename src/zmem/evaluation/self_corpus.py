@@ -13,9 +13,10 @@ from typing import Any
 
 from zmem import config
 from zmem.errors import UsageError
-from zmem.evaluation.progress import track
+from zmem.evaluation.progress import Tracker, quiet
 from zmem.models import Memory
 from zmem.retrieval.query import query_terms
+from zmem.retrieval.request import RecallRequest
 from zmem.retrieval.scoring import passive_block
 from zmem.store import MemoryStore
 
@@ -51,7 +52,7 @@ def probes(m: Memory, entity_names: Sequence[str]) -> list[tuple[str, str]]:
     return [(kind, q) for kind, q in out if q.strip()]
 
 
-def run(path: Path, ks: Sequence[int], limit: int) -> dict[str, Any]:
+def run(path: Path, ks: Sequence[int], limit: int, track: Tracker = quiet) -> dict[str, Any]:
     check_store_path(path)
     if not ks or min(ks) < 1:
         raise UsageError("--k takes positive cut-offs, e.g. 5,20")
@@ -71,14 +72,16 @@ def run(path: Path, ks: Sequence[int], limit: int) -> dict[str, Any]:
         for m in track(eligible[:limit], "probing"):
             names = [e.name for e in store.entities_of(m.id)]
             for kind, query in probes(m, names):
-                report = store.recall_report(
-                    query,
-                    namespace=m.namespace,
-                    limit=max(ks),
-                    no_bump=True,
-                    link_hops=0,
-                    no_mmr=True,
-                    telemetry=False,
+                report = store.read(
+                    RecallRequest(
+                        query=query,
+                        namespace=m.namespace,
+                        limit=max(ks),
+                        passive=True,
+                        link_hops=0,
+                        no_mmr=True,
+                        telemetry=False,
+                    )
                 )
                 ranked = [h.id for h in report.hits]
                 rank = ranked.index(m.id) + 1 if m.id in ranked else None

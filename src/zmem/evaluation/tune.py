@@ -11,7 +11,7 @@ from typing import Any
 
 from zmem.evaluation import fixture, runner
 from zmem.evaluation.gold import GoldItem
-from zmem.evaluation.progress import track
+from zmem.evaluation.progress import Tracker, quiet
 from zmem.retrieval.fusion import DEFAULT_WEIGHTS, Weights
 from zmem.store import MemoryStore
 
@@ -42,7 +42,9 @@ def _neighbours(w: Weights) -> list[Weights]:
     return out
 
 
-def tune(store: MemoryStore, items: Sequence[GoldItem], k: int = 5) -> dict[str, Any]:
+def tune(
+    store: MemoryStore, items: Sequence[GoldItem], k: int = 5, track: Tracker = quiet
+) -> dict[str, Any]:
     ids = {key: mid for mid, key in fixture.key_map(store).items()}
 
     def score(w: Weights) -> dict[str, Any]:

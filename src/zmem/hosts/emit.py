@@ -1,11 +1,12 @@
-"""What each host accepts on stdout, and nothing else. Claude Code and ZCode take the
-hookSpecificOutput envelope on their context events; Codex parses anything that starts with
-`{` or `[` against a strict schema (extra keys fail the hook), so ZMem prints exactly the known
-keys or nothing. Standard library only."""
+"""What each host accepts on stdout, and nothing else: the hook emitter, the one place a hook
+writes to stdout. Claude Code and ZCode take the hookSpecificOutput envelope on their context
+events; Codex parses anything that starts with `{` or `[` against a strict schema (extra keys
+fail the hook), so ZMem prints exactly the known keys or nothing. Standard library only."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 # typing costs the hook client ~2.5 ms to import; the names are for annotations only.
 TYPE_CHECKING = False
@@ -63,3 +64,13 @@ def codex_valid(doc: Any) -> bool:
         return False
     ctx = spec.get("additionalContext")
     return ctx is None or isinstance(ctx, str)
+
+
+def write(out: str) -> None:
+    """The rendered envelope to stdout; a closed pipe is the host's business, not an error."""
+    try:
+        if out:
+            sys.stdout.write(out)
+        sys.stdout.flush()
+    except OSError:
+        pass

@@ -1,7 +1,8 @@
 """The per-session ops ring under <data>/ops/: what PostToolUse records (the tool name plus
 allowlisted tokens only: git subcommand chains, test-runner and build verbs, edited-path
 basenames; never argument values, output or secret-shaped text) and how UserPromptSubmit folds
-its newest tokens into the recall query inside the 500-character cap. Standard library only."""
+its newest tokens into the recall query inside the 500-character cap; also the query a
+pending tool call stands for. Standard library only."""
 
 from __future__ import annotations
 
@@ -225,6 +226,21 @@ def compose_query(prompt: str, tokens: list[str]) -> tuple[str, int]:
         return prompt[:QUERY_CAP], 0
     head = prompt[: QUERY_CAP - OPS_SLICE]
     return (head + " " + " ".join(picked)).strip(), len(picked)
+
+
+def tool_query(event: HookEvent) -> str:
+    """What a pending tool call is about, as a recall query: the command (its informative
+    tokens first, then the command itself, whose words match lessons about it) or the file
+    paths' names and parent folders; capped at QUERY_CAP. Empty when there is nothing."""
+    if event.command:
+        tokens = command_tokens(event.command)
+        text = " ".join(tokens) if tokens else ""
+        return (text + " " + " ".join(event.command.split()))[:QUERY_CAP].strip()
+    words: list[str] = []
+    for p in event.paths:
+        path = Path(p)
+        words += [path.name, path.stem, *path.parts[-3:-1]]
+    return " ".join(dict.fromkeys(w for w in words if w and w != "/"))[:QUERY_CAP]
 
 
 def failed_since(data_dir: Path, session_id: str, since: float) -> bool:

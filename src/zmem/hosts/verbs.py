@@ -1,7 +1,9 @@
-"""The host-independent hook verbs: what SessionStart, UserPromptSubmit, PreToolUse,
-PostToolUse, SubagentStart, PreCompact and Stop do, given a normalized HookEvent. Each returns
-an Outcome (the context text, if any, and the bg-log decision: reason=, omitted=, ops=,
-tokens=). Recall here is always the passive surface: no_bump, global tier included."""
+"""The host-independent hook verbs that need the store: what SessionStart, UserPromptSubmit,
+PreToolUse and SubagentStart do, given a normalized HookEvent that zmem.resident.dispatch has
+already found to have work (every skip check lives there). Each returns an Outcome (the context
+text, if any, and the bg-log decision: reason=, omitted=, ops=, tokens=). Recall here is always
+the passive surface (RecallRequest.prefetch: global tier included, the surface event written
+only for the rows the gate lets through)."""
 
 from __future__ import annotations
 
@@ -11,15 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zmem.capture import corrections
+from zmem.capture import project_namespace as namespace
 from zmem.config import Settings
-from zmem.hosts import corrections, namespace, opsring, sidecars
-from zmem.hosts.events import HAZARD_TOOLS, HookEvent, Outcome
+from zmem.hosts import opsring, sidecars
+from zmem.hosts.events import HookEvent, Outcome
 from zmem.retrieval.render import render_block, row_line, selective_gate
+from zmem.retrieval.request import RecallRequest
 from zmem.store import MemoryStore
 
 CORE_MAX_BYTES = 2048
 AGENTS_MAX_CHARS = 4000
-HOST_NOTICES = ("<task-notification>",)
 RECENT_LIMIT = 5
 PROMPT_LIMIT = 5
 PRETOOL_LIMIT = 3
@@ -75,11 +79,7 @@ class Hooks:
             "SessionStart": self.session_start,
             "UserPromptSubmit": self.prompt_submit,
             "PreToolUse": self.pre_tool,
-            "PostToolUse": self.post_tool,
-            "PostToolUseFailure": self.post_tool,
             "SubagentStart": self.subagent_start,
-            "PreCompact": self.pre_compact,
-            "Stop": self.stop,
         }.get(event.name)
         if verb is None:
             return Outcome(reason="skipped")
@@ -98,6 +98,9 @@ class Hooks:
                     self.store.alias_namespace(old, ns)
         return ns
 
+    def _prefetch(self, query: str, ns: str, limit: int) -> RecallRequest:
+        return RecallRequest.prefetch(query, namespace=ns, limit=limit, hybrid=self.hybrid)
+
     def _decide(self, report: Any, *, session: bool) -> Decision:
         """Gate, render and name the reason (the spec's closed silence set)."""
         budget = self.settings.inject_token_budget
@@ -112,12 +115,12 @@ class Hooks:
         gated = selective_gate(report.hits, self.settings.inject_floor_gate_none)
         if not gated:
             return Decision(BELOW_BAR, "below-bar", fields)
-        block = render_block(gated, explicit=False, char_budget=self.settings.ctx_budget)
+        block = render_block(gated, passive=True, char_budget=self.settings.ctx_budget)
         if not block:
             return Decision(BUDGET_SESSION if session else BUDGET_PROMPT, "budget-drop", fields)
         # The surface event goes to the rows the model will actually read: not to rows the
         # gate or the character cap held back (reads run with telemetry off for this).
-        shown = [h.id for h in gated if not h.extra and row_line(h, False) in block]
+        shown = [h.id for h in gated if not h.extra and row_line(h, passive=True) in block]
         if not self.store.surface(shown):
             fields["surface"] = "busy"
         fields["hits"] = len(gated)
@@ -133,8 +136,8 @@ class Hooks:
         parts = [p for p in (self._core(), agents) if p]
         parts.append(skill_line())
         parts.append(f"# Memory namespace for this project: {ns} (cross-project: user:global)")
-        report = self.store.recent(
-            namespace=ns, limit=RECENT_LIMIT, include_global=True, no_bump=True, telemetry=False
+        report = self.store.read(
+            RecallRequest.prefetch(kind="recent", namespace=ns, limit=RECENT_LIMIT)
         )
         d = self._decide(report, session=True)
         parts.append(d.block)
@@ -169,10 +172,6 @@ class Hooks:
 
     def prompt_submit(self, event: HookEvent) -> Outcome:
         prompt = (event.prompt or "").strip()
-        if not prompt or prompt.startswith(HOST_NOTICES):
-            # A host notice (Claude Code reports a finished background subagent as a prompt)
-            # is not the user asking: recalling on it re-injects what the session already has.
-            return Outcome(reason="skipped")
         ns = self.namespace(event)
         self._queue_correction(ns, event, prompt)
         ops_used = 0
@@ -180,15 +179,7 @@ class Hooks:
         if self.settings.query_context and event.session_id:
             tokens = opsring.tail_tokens(self.data_dir, event.session_id)
         query, ops_used = opsring.compose_query(prompt, tokens)
-        report = self.store.recall_report(
-            query,
-            namespace=ns,
-            limit=PROMPT_LIMIT,
-            include_global=True,
-            no_bump=True,
-            hybrid=self.hybrid,
-            telemetry=False,
-        )
+        report = self.store.read(self._prefetch(query, ns, PROMPT_LIMIT))
         d = self._decide(report, session=False)
         if ops_used:
             d.fields["ops"] = ops_used
@@ -225,21 +216,9 @@ class Hooks:
     # ---- PreToolUse --------------------------------------------------------------------------
 
     def pre_tool(self, event: HookEvent) -> Outcome:
-        if not self.settings.query_context or event.tool_name not in HAZARD_TOOLS:
-            return Outcome(reason="skipped")
-        query = pretool_query(event)
-        if not query:
-            return Outcome(reason="skipped")
+        query = opsring.tool_query(event)
         ns = self.namespace(event)
-        report = self.store.recall_report(
-            query,
-            namespace=ns,
-            limit=PRETOOL_LIMIT,
-            include_global=True,
-            no_bump=True,
-            hybrid=self.hybrid,
-            telemetry=False,
-        )
+        report = self.store.read(self._prefetch(query, ns, PRETOOL_LIMIT))
         report.hits = [h for h in report.hits if h.memory.type in PRETOOL_TYPES]
         d = self._decide(report, session=False)
         if d.reason != "injected":
@@ -250,55 +229,19 @@ class Hooks:
             sidecars.put_pending(self.data_dir, event.session_id, d.block)
         return Outcome(text, d.reason, d.fields)
 
-    # ---- PostToolUse -------------------------------------------------------------------------
-
-    def post_tool(self, event: HookEvent) -> Outcome:
-        return opsring.record_event(self.settings.query_context, self.data_dir, event)
-
-    # ---- SubagentStart / PreCompact / Stop ---------------------------------------------------
+    # ---- SubagentStart -----------------------------------------------------------------------
 
     def subagent_start(self, event: HookEvent) -> Outcome:
         ns = self.namespace(event)
         if event.task:
-            report = self.store.recall_report(
-                event.task[: opsring.QUERY_CAP],
-                namespace=ns,
-                limit=PROMPT_LIMIT,
-                include_global=True,
-                no_bump=True,
-                hybrid=self.hybrid,
-                telemetry=False,
-            )
+            req = self._prefetch(event.task[: opsring.QUERY_CAP], ns, PROMPT_LIMIT)
         else:
-            report = self.store.recent(
-                namespace=ns, limit=RECENT_LIMIT, include_global=True, no_bump=True, telemetry=False
-            )
+            req = RecallRequest.prefetch(kind="recent", namespace=ns, limit=RECENT_LIMIT)
+        report = self.store.read(req)
         d = self._decide(report, session=True)
         if d.reason != "injected":
             return Outcome(None, d.reason, d.fields)
         return Outcome(d.block, d.reason, d.fields)
-
-    def pre_compact(self, event: HookEvent) -> Outcome:
-        # No host shows PreCompact output to the model; nothing to compute.
-        return Outcome(reason="skipped")
-
-    def stop(self, event: HookEvent) -> Outcome:
-        # Deliberately silent on every host: Claude Code keeps the agent running when a Stop
-        # hook returns context (and Codex needs JSON or nothing). See docs/hosts.md.
-        return Outcome(reason="skipped")
-
-
-def pretool_query(event: HookEvent) -> str:
-    if event.command:
-        tokens = opsring.command_tokens(event.command)
-        text = " ".join(tokens) if tokens else ""
-        # The command itself is the query (its words match lessons about it); capped.
-        return (text + " " + " ".join(event.command.split()))[: opsring.QUERY_CAP].strip()
-    words: list[str] = []
-    for p in event.paths:
-        path = Path(p)
-        words += [path.name, path.stem, *path.parts[-3:-1]]
-    return " ".join(dict.fromkeys(w for w in words if w and w != "/"))[: opsring.QUERY_CAP]
 
 
 def skill_line() -> str:

@@ -15,8 +15,8 @@ import apsw
 from zmem.db import recall as db
 from zmem.db.memories import ids_with_prefix, successor_of
 from zmem.models import Memory
-from zmem.retrieval.pipeline import RecallReport, RecallRequest
 from zmem.retrieval.query import fts_expression, query_terms
+from zmem.retrieval.request import RecallReport, RecallRequest
 from zmem.tokens import content_tokens
 
 EXPLAIN_REASONS = (

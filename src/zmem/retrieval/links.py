@@ -7,14 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from zmem.db import recall as db
 from zmem.models import Hit
+from zmem.retrieval.request import RecallRequest, Tier
 from zmem.retrieval.scoring import ScoringContext, passive_block
-
-if TYPE_CHECKING:
-    from zmem.retrieval.pipeline import RecallRequest, Tier
 
 EXPAND_RELATIONS = ("related", "supports", "contradicts")
 
@@ -35,7 +32,7 @@ def expand(
         for m, relation, score in db.neighbours(ctx.conn, h.id, EXPAND_RELATIONS, scopes[h.tier]):
             if m.id in present:
                 continue
-            if req.no_bump and passive_block(m) is not None:
+            if req.passive and passive_block(m) is not None:
                 continue  # a passive surface never shows such a row, link or not
             contested = relation == "contradicts"
             if contested and ctx.effective(m)[0] < floor:

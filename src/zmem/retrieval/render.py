@@ -38,13 +38,13 @@ def _inline(text: str) -> str:
     return " ".join(_neutralise(text).split())
 
 
-def tags_for(hit: Hit, explicit: bool) -> list[str]:
+def tags_for(hit: Hit, passive: bool) -> list[str]:
     tags = []
     if hit.unfold_of is not None:
         tags.append("[PREVIOUSLY]")
     if hit.contested_link:
         tags.append("[CONTESTED LINK]")
-    if explicit:
+    if not passive:
         # Passive surfaces never reach here with these rows except untrusted_tool, which the
         # spec lets through unflagged; the explicit path names every origin risk.
         if hit.injection_risk:
@@ -58,7 +58,7 @@ def tags_for(hit: Hit, explicit: bool) -> list[str]:
     return tags
 
 
-def row_line(hit: Hit, explicit: bool) -> str:
+def row_line(hit: Hit, passive: bool) -> str:
     m = hit.memory
     facts = [
         m.type,
@@ -78,7 +78,7 @@ def row_line(hit: Hit, explicit: bool) -> str:
         facts.append(f"before {hit.unfold_of[:8]}")
     if m.source_ref:
         facts.append(f"source {_inline(m.source_ref)}")
-    prefix = " ".join(tags_for(hit, explicit))
+    prefix = " ".join(tags_for(hit, passive))
     body = _neutralise(m.content)
     return f"- {prefix + ' ' if prefix else ''}{body} ({' · '.join(facts)})"
 
@@ -87,16 +87,16 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def tokens_used(hits: Sequence[Hit], explicit: bool) -> int:
-    return sum(estimate_tokens(row_line(h, explicit)) for h in hits)
+def tokens_used(hits: Sequence[Hit], passive: bool) -> int:
+    return sum(estimate_tokens(row_line(h, passive)) for h in hits)
 
 
-def apply_token_budget(hits: Sequence[Hit], budget: int, explicit: bool) -> tuple[list[Hit], int]:
+def apply_token_budget(hits: Sequence[Hit], budget: int, passive: bool) -> tuple[list[Hit], int]:
     """Drop rows until the estimate fits: lowest-score signal=none rows first, then the lowest
     of the rest; decision and constraint rows are never dropped, so once only they remain the
     budget stops being enforced. Returns (kept in original order, dropped count)."""
     kept = list(hits)
-    cost = {id(h): estimate_tokens(row_line(h, explicit)) for h in kept}
+    cost = {id(h): estimate_tokens(row_line(h, passive)) for h in kept}
     used = sum(cost.values())
     dropped = 0
     while used > budget:
@@ -118,14 +118,14 @@ def _withheld(n: int) -> str:
 
 
 def render_block(
-    hits: Sequence[Hit], *, explicit: bool, char_budget: int, as_of: str | None = None
+    hits: Sequence[Hit], *, passive: bool, char_budget: int, as_of: str | None = None
 ) -> str:
     """The fenced block, at most char_budget characters, never without its closing fence.
     Empty when nothing (not even one row's head) fits."""
     if not hits:
         return ""
     header = HEADER if as_of is None else f"{HEADER[:-1]}, as they stood at {as_of}:"
-    lines = [row_line(h, explicit) for h in hits]
+    lines = [row_line(h, passive) for h in hits]
     room = char_budget - (len(FENCE_OPEN) + len(header) + len(FENCE_CLOSE) + 3)
     out: list[str] = []
     shown = 0

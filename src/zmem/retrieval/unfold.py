@@ -6,14 +6,11 @@ namespace set; taint never hides a predecessor (the explicit render prefixes it 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from zmem.db import recall as db
 from zmem.models import Hit
+from zmem.retrieval.request import Tier
 from zmem.retrieval.scoring import ScoringContext
-
-if TYPE_CHECKING:
-    from zmem.retrieval.pipeline import Tier
 
 
 def unfold(ctx: ScoringContext, hits: Sequence[Hit], tiers: Sequence[Tier]) -> list[Hit]:

@@ -1,6 +1,7 @@
 """The store-side checks: resolved settings, the store's path (and split-brain risk), its
-location and access, and the schema surfaces v9-v13 read through db.diagnostics, which opens the
-file so that nothing can be created or written. Also the data dir and the project namespace."""
+location and access, and the schema surfaces v9-v13 read through zmem.store.inspect, which
+opens the file so that nothing can be created or written. Also the data dir and the project
+namespace."""
 
 from __future__ import annotations
 
@@ -11,15 +12,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import apsw
-
 from zmem import config
-from zmem.db import diagnostics
-from zmem.db.migrate import FORWARD_COMPAT_SCHEMA_VERSION, SCHEMA_VERSION
-from zmem.errors import ZMemError
-from zmem.hosts import client, namespace
-from zmem.hosts.doctor import base, host_checks
-from zmem.hosts.doctor.base import FAIL, NA, OK, WARN, check, existing
+from zmem.capture import project_namespace as namespace
+from zmem.doctor import base, host_checks
+from zmem.doctor.base import FAIL, NA, OK, WARN, check, existing
+from zmem.errors import StoreUnavailable, ZMemError
+from zmem.layout import LOG_NAME, SOCKET_NAME
+from zmem.store import inspect
 
 _SYNCED = ("OneDrive", "Dropbox", "iCloud", "Mobile Documents", "Google Drive", "GoogleDrive")
 _NETWORK_FS = {
@@ -217,31 +216,32 @@ def store_access(store: Path) -> dict[str, Any]:
 
 def schema_check(
     store: Path, settings: config.Settings
-) -> tuple[diagnostics.StoreFacts | None, dict[str, Any]]:
+) -> tuple[inspect.StoreFacts | None, dict[str, Any]]:
     if not store.exists():
         return None, check("schema", NA, f"no store yet at {store} (created on first write)")
     try:
-        facts = diagnostics.inspect(store)
-    except apsw.Error as exc:
-        return None, check("schema", FAIL, f"cannot read {store}: {type(exc).__name__}: {exc}")
+        facts = inspect.facts(store)
+    except StoreUnavailable as exc:
+        return None, check("schema", FAIL, str(exc))
+    current, forward = inspect.schema_versions()
     v = facts.version
-    extra = {"version": v, "expected": SCHEMA_VERSION, "open_mode": facts.open_mode}
-    if v > SCHEMA_VERSION:
-        detail = f"schema v{v} is newer than this client (v{SCHEMA_VERSION})"
-        if v <= FORWARD_COMPAT_SCHEMA_VERSION or settings.allow_newer_schema:
+    extra = {"version": v, "expected": current, "open_mode": facts.open_mode}
+    if v > current:
+        detail = f"schema v{v} is newer than this client (v{current})"
+        if v <= forward or settings.allow_newer_schema:
             return facts, check("schema", WARN, detail + ": used at your own risk", **extra)
         detail += ": every command refuses it; update zmem (or ZMEM_ALLOW_NEWER_SCHEMA=1)"
         return facts, check("schema", FAIL, detail, **extra)
     if "memory" not in facts.tables:
         return facts, check("schema", WARN, "not a zmem store yet (no memory table)", **extra)
-    if v < SCHEMA_VERSION:
-        detail = f"schema v{v}: migrates to v{SCHEMA_VERSION} on the next open"
+    if v < current:
+        detail = f"schema v{v}: migrates to v{current} on the next open"
         return facts, check("schema", WARN, detail, **extra)
     return facts, check("schema", OK, f"schema v{v}", **extra)
 
 
 def _surface_gate(
-    name: str, facts: diagnostics.StoreFacts | None, schema: dict[str, Any], added: int
+    name: str, facts: inspect.StoreFacts | None, schema: dict[str, Any], added: int
 ) -> dict[str, Any] | None:
     """The n/a answer when a schema surface cannot be inspected, else None."""
     if facts is None:
@@ -254,11 +254,11 @@ def _surface_gate(
     return None
 
 
-def lineage(facts: diagnostics.StoreFacts | None, schema: dict[str, Any]) -> dict[str, Any]:
+def lineage(facts: inspect.StoreFacts | None, schema: dict[str, Any]) -> dict[str, Any]:
     gate = _surface_gate("lineage", facts, schema, 9)
     if gate or facts is None:
         return gate or {}
-    missing = [c for c in diagnostics.LINEAGE_COLUMNS if c not in facts.memory_columns]
+    missing = [c for c in inspect.LINEAGE_COLUMNS if c not in facts.memory_columns]
     superseded = facts.counts["memories"] - facts.counts["live"]
     if missing:
         detail = f"schema v{facts.version} lacks memory.{', memory.'.join(missing)}"
@@ -267,14 +267,14 @@ def lineage(facts: diagnostics.StoreFacts | None, schema: dict[str, Any]) -> dic
     return check("lineage", OK, detail, missing=[], superseded=superseded)
 
 
-def entities(facts: diagnostics.StoreFacts | None, schema: dict[str, Any]) -> dict[str, Any]:
+def entities(facts: inspect.StoreFacts | None, schema: dict[str, Any]) -> dict[str, Any]:
     gate = _surface_gate("entities", facts, schema, 10)
     if gate or facts is None:
         return gate or {}
-    missing = [t for t in diagnostics.ENTITY_TABLES if t not in facts.tables]
+    missing = [t for t in inspect.ENTITY_TABLES if t not in facts.tables]
     if missing:
         return check("entities", FAIL, f"missing tables: {', '.join(missing)}", missing=missing)
-    counts = {t: facts.counts[t] for t in diagnostics.ENTITY_TABLES}
+    counts = {t: facts.counts[t] for t in inspect.ENTITY_TABLES}
     live = facts.counts["live"]
     summary = (
         f"{counts['entity']} entities, {counts['entity_alias']} aliases, "
@@ -290,7 +290,7 @@ def entities(facts: diagnostics.StoreFacts | None, schema: dict[str, Any]) -> di
     return check("entities", OK, summary, counts=counts, backfill_pending=False)
 
 
-def links(facts: diagnostics.StoreFacts | None, schema: dict[str, Any]) -> dict[str, Any]:
+def links(facts: inspect.StoreFacts | None, schema: dict[str, Any]) -> dict[str, Any]:
     gate = _surface_gate("links", facts, schema, 11)
     if gate or facts is None:
         return gate or {}
@@ -311,11 +311,11 @@ def links(facts: diagnostics.StoreFacts | None, schema: dict[str, Any]) -> dict[
     return check("links", OK, detail + " (inspect with store.py links --id)", trust=trust, **extra)
 
 
-def episodes(facts: diagnostics.StoreFacts | None, schema: dict[str, Any]) -> dict[str, Any]:
+def episodes(facts: inspect.StoreFacts | None, schema: dict[str, Any]) -> dict[str, Any]:
     gate = _surface_gate("episode-tables", facts, schema, 13)
     if gate or facts is None:
         return gate or {}
-    missing = [t for t in diagnostics.EPISODE_TABLES if t not in facts.tables]
+    missing = [t for t in inspect.EPISODE_TABLES if t not in facts.tables]
     if missing:
         return check("episode-tables", FAIL, f"missing tables: {', '.join(missing)}")
     counts = {
@@ -329,7 +329,7 @@ def episodes(facts: diagnostics.StoreFacts | None, schema: dict[str, Any]) -> di
 
 
 def data_dir_check(data: Path) -> dict[str, Any]:
-    log = data / client.LOG_NAME
+    log = data / LOG_NAME
     last = ""
     try:
         with open(log, "rb") as fh:
@@ -340,7 +340,7 @@ def data_dir_check(data: Path) -> dict[str, Any]:
         pass
     if not data.is_dir():
         return check("data-dir", OK, f"{data} does not exist yet (created on first use)")
-    daemon = (data / client.SOCKET_NAME).exists()
+    daemon = (data / SOCKET_NAME).exists()
     detail = f"{data}; resident process socket {'present' if daemon else 'absent'}"
     return check("data-dir", OK, detail, last_hook=last, socket=daemon)
 

@@ -8,15 +8,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from zmem import config
 from zmem.capture import namespaces
-from zmem.db import diagnostics, vectors
+from zmem.doctor.base import FAIL, NA, OK, RANK, WARN, check, existing
 from zmem.embedding import PROFILE_DIMS, cross_encoder, model_files, profiles, weights
 from zmem.errors import ZMemError
-from zmem.hosts.doctor.base import FAIL, NA, OK, RANK, WARN, check, existing
+from zmem.store import inspect
 
 # The spec's note on what a model checksum mismatch means, printed verbatim (with this build's
 # actual pins beside it, in PINNED_MODEL).
@@ -68,9 +69,11 @@ def _token_file_scope(path: Path) -> tuple[list[str] | None, str | None]:
     return [str(s) for s in scopes], None
 
 
-def mcp_token(settings: config.Settings) -> dict[str, Any]:
-    env_token = settings.mcp_token is not None
-    token_file = settings.mcp_token_file
+def mcp_token(env: Mapping[str, str]) -> dict[str, Any]:
+    # Read from the environment, not Settings: the knobs come into Settings with the server.
+    env_token = bool(env.get("ZMEM_MCP_TOKEN", "").strip())
+    raw_file = env.get("ZMEM_MCP_TOKEN_FILE", "").strip()
+    token_file = Path(raw_file).expanduser() if raw_file else None
     extra: dict[str, Any] = {"env_token": env_token, "token_file": str(token_file or "") or None}
     if not _mcp_server_present():
         detail = "no MCP server in this build"
@@ -164,7 +167,7 @@ def _cross_encoder(settings: config.Settings) -> dict[str, Any]:
     return block
 
 
-def embeddings(settings: config.Settings, facts: diagnostics.StoreFacts | None) -> dict[str, Any]:
+def embeddings(settings: config.Settings, facts: inspect.StoreFacts | None) -> dict[str, Any]:
     profile = settings.embed_profile
     dim = PROFILE_DIMS[profile]
     model = _model_state(settings.data_dir)
@@ -179,7 +182,7 @@ def embeddings(settings: config.Settings, facts: diagnostics.StoreFacts | None) 
         "profile": profile,
         "dim": dim,
         "runtime": runtime,
-        "vec0": vectors.extension_path() is not None,
+        "vec0": inspect.vector_extension_present(),
         "offline_weights": weights_installed,
         "model": model,
         "checksum_ok": model["checksum_ok"],

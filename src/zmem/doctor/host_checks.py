@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from zmem.hosts.doctor import base
-from zmem.hosts.doctor.base import FAIL, NA, OK, WARN, check, read_json
+from zmem.doctor import base
+from zmem.doctor.base import FAIL, NA, OK, WARN, check, read_json
 
 
 def _git_bash(env: Mapping[str, str]) -> str | None:
@@ -162,7 +162,7 @@ def native_memory(env: Mapping[str, str], home: Path, project: str | None) -> di
 
 
 def _default_root() -> Path | None:
-    root = Path(__file__).resolve().parents[4]  # src/zmem/hosts/doctor/ -> the checkout
+    root = Path(__file__).resolve().parents[3]  # src/zmem/doctor/ -> the checkout
     return root if (root / "skills" / "memory" / "SKILL.md").is_file() else None
 
 

@@ -2,7 +2,8 @@
 fail or n/a with a one-line detail and structured extras: the store side (store_checks), the
 embeddings and MCP token (embedding_checks), the hosts' own configuration (host_checks), and the
 runtime here. Nothing creates, migrates, repairs or rewrites anything: the store is opened
-read-only (db.diagnostics), host configs are only parsed, model hashes stay in memory."""
+read-only (through zmem.store.inspect), host configs are only parsed, model hashes stay in
+memory. Doctor sits at the store's level: front ends call it; it reads the store, never db/."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import apsw
-
-from zmem.hosts.doctor import embedding_checks, host_checks, store_checks
-from zmem.hosts.doctor.base import FAIL, NA, OK, RANK, WARN, check
+from zmem.doctor import embedding_checks, host_checks, store_checks
+from zmem.doctor.base import FAIL, NA, OK, RANK, WARN, check
+from zmem.store import inspect
 
 PYTHON_FLOOR = (3, 11)
 
@@ -47,7 +47,7 @@ def run(
         store_checks.entities(facts, schema),
         store_checks.links(facts, schema),
         store_checks.episodes(facts, schema),
-        embedding_checks.mcp_token(settings),
+        embedding_checks.mcp_token(env),
         embedding_checks.embeddings(settings, facts),
         host_checks.native_memory(env, home, project),
         store_checks.data_dir_check(settings.data_dir),
@@ -66,8 +66,7 @@ def _python() -> dict[str, Any]:
 
 
 def _sqlite() -> dict[str, Any]:
-    fts5 = "ENABLE_FTS5" in apsw.compile_options
-    version = apsw.sqlite_lib_version()
+    version, fts5 = inspect.sqlite_features()
     return check(
         "sqlite", OK if fts5 else FAIL, f"SQLite {version}, FTS5 {fts5}", version=version, fts5=fts5
     )

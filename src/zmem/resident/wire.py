@@ -2,6 +2,7 @@
 path that speaks it. It imports only modules compiled into the interpreter (sys, os, time,
 _socket, _json): a warm prompt hook then costs the interpreter start plus one socket round
 trip, because the hook forwards the host's raw stdin and prints the rendered reply as is.
+(zmem.layout, its one zmem import, has no imports of its own.)
 
 Request:  b"ZMEM2 " + header JSON + b"\\n" + the host's stdin bytes
 Reply:    b"ok\\t<reason>\\n" + exactly what the host's stdout gets, or b"no\\t<why>\\n"."""
@@ -9,8 +10,9 @@ Reply:    b"ok\\t<reason>\\n" + exactly what the host's stdout gets, or b"no\\t<
 import os
 import time
 
+from zmem.layout import SOCKET_NAME
+
 MAGIC = b"ZMEM2 "
-SOCKET_NAME = "zmem-hookd.sock"
 # Seconds before the hook gives up and fails open (prints nothing). Claude's own default for
 # UserPromptSubmit is 30 s; a memory hook must cost far less than that.
 DEADLINES = {"SessionStart": 8.0, "SubagentStart": 4.0}

@@ -1,11 +1,11 @@
 """MemoryStore: the one front door to a store file. Every front end (CLI, hooks, MCP, Hermes)
 calls these methods; they validate, open the write transaction, and delegate the write path to
-capture and all SQL to db."""
+capture and all SQL to db. The store owns its connection, its embedding state (StoreVectors)
+and its read path (Reader); it never prints: what a person should hear comes back as warnings."""
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -16,11 +16,9 @@ from zmem import config
 from zmem.capture import policy, writer
 from zmem.capture.source import source_state
 from zmem.config import Settings
-from zmem.db import graph, memories, vectors
+from zmem.db import graph, memories
 from zmem.db.connect import connect, read_snapshot, transaction
 from zmem.db.migrate import SCHEMA_VERSION, migrate
-from zmem.embedding import PROFILE_DIMS, PROFILE_SEMANTIC
-from zmem.embedding.profiles import load_embedder
 from zmem.errors import NotFound, Refusal, StoreUnavailable, UsageError
 from zmem.maintenance import reembed
 from zmem.models import (
@@ -30,6 +28,7 @@ from zmem.models import (
     SYSTEM_TAGS,
     TRUST_CORROBORATION_DELTA,
     Entity,
+    Hit,
     Link,
     Memory,
     MergePlan,
@@ -37,8 +36,11 @@ from zmem.models import (
     WriteResult,
     worst_taint,
 )
-from zmem.reading import RecallMixin
+from zmem.retrieval.explain import Verdict
+from zmem.retrieval.request import RecallReport, RecallRequest
 from zmem.retrieval.scoring import row_injection_risk
+from zmem.store.reads import Reader
+from zmem.store.vectors import StoreVectors
 
 MIN_ID_PREFIX = 4
 
@@ -49,7 +51,7 @@ def _require_reason(reason: str | None, what: str) -> str:
     return reason.strip()
 
 
-class MemoryStore(RecallMixin):
+class MemoryStore:
     """A connection to one store file, migrated to the current schema on open."""
 
     def __init__(self, conn: apsw.Connection, settings: Settings, schema_version: int):
@@ -57,9 +59,10 @@ class MemoryStore(RecallMixin):
         self.settings = settings
         self.path = settings.store_path
         self.schema_version = schema_version
-        self._embedder = load_embedder(settings.embed_profile, settings.data_dir)
-        self._vec_ready = False
-        self._vec_checked: int | None = None  # data_version at the last committed-dim check
+        self.vectors = StoreVectors(conn, settings)
+        self.reader = Reader(conn, settings, self.vectors)
+        # What opening said that a person should hear (a newer schema); front ends print it.
+        self.warnings: list[str] = []
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -83,12 +86,16 @@ class MemoryStore(RecallMixin):
         except (apsw.Error, OSError) as exc:
             raise StoreUnavailable(f"cannot open store {settings.store_path}: {exc}") from exc
         try:
+            notices: list[str] = []
             version = migrate(
-                conn, settings.allow_newer_schema, lambda v: _notice_newer_schema(settings, v)
+                conn,
+                settings.allow_newer_schema,
+                lambda v: notices.extend(_notice_newer_schema(settings, v)),
             )
             store = cls(conn, settings, version)
+            store.warnings += notices
             store._run_pending_backfills()
-            store._prepare_vectors(check_vectors)
+            store.vectors.prepare(check_vectors)
         except apsw.Error as exc:
             conn.close()
             raise StoreUnavailable(f"cannot use store {settings.store_path}: {exc}") from exc
@@ -105,51 +112,6 @@ class MemoryStore(RecallMixin):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _prepare_vectors(self, check: bool) -> None:
-        """Commit the store to this profile's vector index on first use; refuse a profile whose
-        dimension differs from the vectors already committed (wrong-size vectors would make
-        every similarity meaningless, so silence beats a degraded answer)."""
-        self._vec_ready = False
-        if self._embedder is None:
-            return  # model-absent: no vectors are written, none are read
-        profile = self.settings.embed_profile
-        dim = PROFILE_DIMS[profile]
-        committed_profile, committed_dim = vectors.committed(self._conn)
-        if committed_dim is not None and committed_dim != dim:
-            if check:
-                raise Refusal(
-                    f"this store's vectors are {committed_dim}-d ({committed_profile}) but "
-                    f"ZMEM_EMBED_PROFILE={profile} is {dim}-d; convert them with "
-                    f"`zmem reembed --all --profile {profile}` (or set "
-                    f"ZMEM_EMBED_PROFILE={committed_profile})"
-                )
-            return
-        # The index is created by the first vector write, not here: opening a store must not
-        # write (recall --explain and reembed --dry-run promise zero writes).
-        self._vec_ready = vectors.available(self._conn)
-
-    def _vector_for_write(self, vector: writer.Vector) -> writer.Vector:
-        """Inside a write transaction: the vector to store with the row, creating the index on
-        first use. None when this store's vectors are of another size now (another process
-        converted it since this handle opened): a wrong-size vector must never be stored."""
-        if vector is None or not self._vec_ready:
-            # No sqlite-vec here: the row still keeps its vector, reembed indexes it later.
-            return vector
-        # Only another process can change the committed dimension; while the file's data
-        # version is the one last checked, the index is known good (3 queries saved per add).
-        version = vectors.data_version(self._conn)
-        if version == self._vec_checked:
-            return vector
-        profile = self.settings.embed_profile
-        dim = PROFILE_DIMS[profile]
-        _, committed_dim = vectors.committed(self._conn)
-        if committed_dim not in (None, dim):
-            return None
-        if committed_dim is None or not vectors.table_exists(self._conn):
-            vectors.create(self._conn, profile, dim)
-        self._vec_checked = version
-        return vector
 
     def _run_pending_backfills(self) -> None:
         # Rows written before v10 have no entity links; derive them once, on the first open.
@@ -190,16 +152,16 @@ class MemoryStore(RecallMixin):
             confidence=confidence,
             capture_mode=capture_mode or self.settings.capture_mode,
         )
-        vector = self._embed(row.content)
+        vector = self.vectors.embed(row.content)
         with transaction(self._conn):
-            vector = self._vector_for_write(vector)
+            vector = self.vectors.for_write(vector)
             return writer.write(
                 self._conn,
                 row,
                 at=config.now_iso(),
                 link_threshold=self.settings.link_threshold,
                 vector=vector,
-                semantic=self._semantic(),
+                semantic=self.vectors.semantic(),
             )
 
     def update(
@@ -243,7 +205,7 @@ class MemoryStore(RecallMixin):
         if not target.live:
             raise Refusal(f"cannot update {memory_id}: it was superseded at {target.superseded_at}")
         # Validates (nothing written on bad input) and gives the text to embed, outside the lock.
-        vector = self._embed(revision(target).content)
+        vector = self.vectors.embed(revision(target).content)
         with transaction(self._conn):
             at = config.now_iso()
             # Re-read under the write lock: another session may have tombstoned the target, or
@@ -252,26 +214,17 @@ class MemoryStore(RecallMixin):
             if target is None or not memories.tombstone(self._conn, target.id, at, "updated"):
                 raise Refusal(f"cannot update {memory_id}: it was superseded concurrently")
             row = revision(target)
-            vector = self._vector_for_write(vector)
+            vector = self.vectors.for_write(vector)
             return writer.write(
                 self._conn,
                 row,
                 at=at,
                 link_threshold=self.settings.link_threshold,
                 vector=vector,
-                semantic=self._semantic(),
+                semantic=self.vectors.semantic(),
                 update_of=target.id,
                 exclude=(target.id,),
             )
-
-    def _semantic(self) -> writer.Semantic | None:
-        # Only vectors in this store's index are comparable, and only a real model's count.
-        levels = PROFILE_SEMANTIC.get(self.settings.embed_profile)
-        return writer.Semantic(*levels) if levels and self._vec_ready else None
-
-    def _embed(self, content: str) -> writer.Vector:
-        # Outside the transaction: a model call must never hold the store's write lock.
-        return self._embedder(content) if self._embedder is not None else None
 
     def invalidate(self, memory_id: str, reason: str | None) -> TombstoneResult:
         """Record that a fact is no longer true. The reason is required so it is auditable."""
@@ -315,8 +268,44 @@ class MemoryStore(RecallMixin):
             confirm=confirm,
             progress=progress,
         )
-        self._prepare_vectors(check=False)
+        self.vectors.prepare(check=False)
         return report
+
+    # ---- reads by relevance (the Reader; options: RecallRequest's fields) --------------------
+
+    def read(self, req: RecallRequest) -> RecallReport:
+        """One recall, search or recent read, its telemetry written as the request says."""
+        return self.reader.read(req)
+
+    def explain(
+        self, req: RecallRequest, *, target: str | None = None
+    ) -> tuple[RecallReport, list[Verdict], dict[str, Any]]:
+        """recall --explain: the same pipeline, zero writes, one verdict per row."""
+        return self.reader.explain(req, target)
+
+    def recall(self, query: str, **options: Any) -> list[Hit]:
+        """Rows relevant to the query, best first."""
+        return self.reader.read(RecallRequest(query=query, **options)).hits
+
+    def recall_report(self, query: str, **options: Any) -> RecallReport:
+        """The full recall: hits plus what the read envelope reports (omitted rows, tokens)."""
+        return self.reader.read(RecallRequest(query=query, **options))
+
+    def search(self, text: str, **options: Any) -> RecallReport:
+        """The recall ranking without link expansion, lineage unfold or a confidence floor."""
+        return self.reader.read(RecallRequest(query=text, kind="search", **options))
+
+    def recent(self, **options: Any) -> RecallReport:
+        """Newest rows at or above the recent floor (ZMEM_INJECT_FLOOR_RECENT, 0.5)."""
+        return self.reader.read(RecallRequest(kind="recent", **options))
+
+    def surface(self, ids: list[str]) -> bool:
+        """Record a passive surface event for rows a hook actually showed (False: store busy)."""
+        return self.reader.surface(ids)
+
+    def keep_vectors_in_memory(self) -> bool:
+        """Long-lived processes: hold the vector index in memory (see StoreVectors)."""
+        return self.vectors.keep_in_memory()
 
     # ---- reads -----------------------------------------------------------------------------
 
@@ -339,7 +328,8 @@ class MemoryStore(RecallMixin):
         return found
 
     def describe(self, memory_id: str) -> dict[str, Any]:
-        """Everything `get` shows: the row, its links, entities, episodes and derived flags."""
+        """Everything `get` shows: the row, its links, entities, episodes and derived flags,
+        and `warnings` for the front end to print (a source file that cannot be opened)."""
         with read_snapshot(self._conn):
             m = self.get(memory_id)
             links = graph.links_of(self._conn, m.id)
@@ -347,8 +337,7 @@ class MemoryStore(RecallMixin):
             episodes = graph.episodes_of(self._conn, m.id)
             successor = None if m.live else memories.successor_of(self._conn, m.id)
         state = source_state(m.source_ref, m.source_hash)
-        if state == "unreadable":
-            print(f"[zmem] warning: source {m.source_ref} cannot be opened", file=sys.stderr)
+        warnings = [f"source {m.source_ref} cannot be opened"] if state == "unreadable" else []
         out = m.to_dict()
         out.update(
             injection_risk=self.injection_risk(m),
@@ -359,6 +348,7 @@ class MemoryStore(RecallMixin):
             links=[link.to_dict(viewpoint=m.id) for link in links],
             entities=[e.card() for e in entities],
             episodes=[e.to_dict() for e in episodes],
+            warnings=warnings,
         )
         return out
 
@@ -412,7 +402,7 @@ class MemoryStore(RecallMixin):
             out["size_bytes"] = None
         out["capture_mode"] = self.settings.capture_mode
         out["embed_profile"] = self.settings.embed_profile
-        out["embedder_available"] = self._embedder is not None
+        out["embedder_available"] = self.vectors.embedder is not None
         return out
 
     # ---- links -----------------------------------------------------------------------------
@@ -527,18 +517,17 @@ class MemoryStore(RecallMixin):
             )
 
 
-def _notice_newer_schema(settings: Settings, version: int) -> None:
+def _notice_newer_schema(settings: Settings, version: int) -> list[str]:
     """One NOTICE per newer schema version per data dir, not one per command."""
     marker = settings.data_dir / f".notice-schema-v{version}"
     if marker.exists():
-        return
-    print(
-        f"[zmem] NOTICE: store schema v{version} is newer than this client (v{SCHEMA_VERSION}); "
-        "it stays usable, but update zmem soon",
-        file=sys.stderr,
-    )
+        return []
     try:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         marker.touch()
     except OSError:
         pass
+    return [
+        f"NOTICE: store schema v{version} is newer than this client (v{SCHEMA_VERSION}); "
+        "it stays usable, but update zmem soon"
+    ]

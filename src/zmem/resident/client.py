@@ -5,84 +5,28 @@ prints only what the host accepts, and logs one `reason=` line to <data dir>/zme
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
 import time
-import zlib
 from pathlib import Path
 
-from zmem.hosts import emit, events, opsring, wire
+from zmem.hosts import emit, events
+from zmem.layout import LOG_NAME, SOCKET_NAME, SPAWN_STAMP
+from zmem.resident import dispatch, wire
+from zmem.resident.code import PACKAGE_DIR
 
 # typing costs the hook client ~2.5 ms to import; the names are for annotations only.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any
 
-LOG_NAME = "zmem-bg.log"
-SOCKET_NAME = wire.SOCKET_NAME
 LOG_MAX_BYTES = 1 << 20
 SPAWN_GRACE_S = 30.0
-# Events that never need the store: nothing to do but log.
-_NO_WORK = frozenset({"Stop", "PreCompact", "SessionEnd", "PermissionRequest"})
-_PKG = Path(__file__).resolve().parents[1]
 
 
 def data_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
     return Path(wire.data_dir_path(env))
-
-
-def _flag(name: str, default: bool = True) -> bool:
-    return wire.flag(name, default)
-
-
-def _code_files(pkg: Path) -> list[tuple[str, str, int, int]]:
-    """(relative path, path, mtime ns, size) of the package's code, sorted: os.scandir, because
-    the resident process checks this before every answer (pathlib's rglob costs 4x)."""
-    root = str(pkg)
-    out = []
-    stack = [root]
-    while stack:
-        with os.scandir(stack.pop()) as entries:
-            for e in entries:
-                if e.is_dir(follow_symlinks=False):
-                    if e.name != "__pycache__":
-                        stack.append(e.path)
-                elif e.name.endswith((".py", ".sql")):
-                    st = e.stat()
-                    out.append((e.path[len(root) :], e.path, st.st_mtime_ns, st.st_size))
-    out.sort()
-    return out
-
-
-def _digest(chunks: list[bytes]) -> str:
-    # A change detector, not a security check: crc32 and adler32 need only zlib.
-    crc, adler, size = 0, 1, 0
-    for chunk in chunks:
-        crc, adler, size = zlib.crc32(chunk, crc), zlib.adler32(chunk, adler), size + len(chunk)
-    return f"{crc:08x}{adler:08x}{size:x}"
-
-
-def build_id(pkg: Path = _PKG) -> str:
-    """The code's file stamps: the resident process compares its own with the disk before each
-    answer, and hands over to a fresh process when they differ (~0.5 ms)."""
-    return _digest([f"{rel}:{mtime}:{size};".encode() for rel, _, mtime, size in _code_files(pkg)])
-
-
-def code_digest(pkg: Path = _PKG) -> str:
-    """What the code is, wherever it lies and whenever it was copied: two installs of the same
-    release (Claude Code's and Codex's plugin copies) digest alike."""
-    chunks = []
-    for rel, path, _, _ in _code_files(pkg):
-        chunks.append(rel.encode())
-        try:
-            with open(path, "rb") as fh:
-                chunks.append(fh.read())
-        except OSError:
-            chunks.append(b"?")
-    return _digest(chunks)
 
 
 def log_line(ddir: Path, host: str, event: str, reason: str, fields: dict[str, Any]) -> None:
@@ -124,9 +68,9 @@ def answers(path: Path) -> bool:
 
 def spawn_daemon(ddir: Path) -> None:
     """Start the resident process detached, at most once per grace period."""
-    if not _flag("ZMEM_HOOK_DAEMON") or answers(ddir / SOCKET_NAME):
+    if not wire.flag("ZMEM_HOOK_DAEMON") or answers(ddir / SOCKET_NAME):
         return
-    stamp = ddir / "zmem-hookd.starting"
+    stamp = ddir / SPAWN_STAMP
     try:
         if time.time() - stamp.stat().st_mtime < SPAWN_GRACE_S:
             return
@@ -139,10 +83,10 @@ def spawn_daemon(ddir: Path) -> None:
         stamp.touch()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            [str(_PKG.parent), *filter(None, [env.get("PYTHONPATH")])]
+            [str(PACKAGE_DIR.parent), *filter(None, [env.get("PYTHONPATH")])]
         )
         subprocess.Popen(
-            [sys.executable, "-m", "zmem.hosts.daemon", str(ddir)],
+            [sys.executable, "-m", "zmem.resident.daemon", str(ddir)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -177,7 +121,7 @@ def run(host: str, event_name: str, raw: str, ask_daemon: bool = True) -> tuple[
         if state == wire.TIMED_OUT:
             out, reason, fields = "", "timeout", {"via": "daemon"}
         else:
-            out, reason, fields = respond(host, event_name, raw, ddir, t0, _run_here)
+            out, reason, fields = dispatch.respond(host, event_name, raw, ddir, t0, _run_here)
     except Exception as exc:  # a hook must never fail its host
         out, reason, fields = "", "error", {"error": type(exc).__name__}
         if isinstance(exc, ImportError):
@@ -192,7 +136,7 @@ def repair_install() -> None:
     every hook silently off for good: the host's `|| bootstrap.py` fallback never runs again
     once the venv exists. Ask the bootstrap to install again; it acts only on the venv it made
     and at most once per 10 minutes."""
-    script = _PKG.parents[1] / "hooks" / "bootstrap.py"
+    script = PACKAGE_DIR.parents[1] / "hooks" / "bootstrap.py"
     if not script.is_file():
         return
     import subprocess
@@ -210,9 +154,9 @@ def repair_install() -> None:
 
 
 def _ask_resident(host: str, event_name: str, raw: str, ddir: Path) -> tuple[str, bytes]:
-    if not _flag("ZMEM_HOOK_DAEMON"):
+    if not wire.flag("ZMEM_HOOK_DAEMON"):
         return wire.REFUSED, b"disabled"
-    request = wire.encode_request(host, event_name, str(_PKG), raw.encode())
+    request = wire.encode_request(host, event_name, str(PACKAGE_DIR), raw.encode())
     return wire.ask(str(ddir / SOCKET_NAME), request, wire.deadline(event_name))
 
 
@@ -220,46 +164,6 @@ def _run_here(ev: events.HookEvent, t0: float) -> tuple[events.Outcome | None, s
     if ev.name in ("SessionStart", "UserPromptSubmit"):
         spawn_daemon(data_dir())
     return _with_deadline(ev, wire.deadline(ev.name) - (time.monotonic() - t0)), "inproc"
-
-
-def respond(
-    host: str,
-    event_name: str,
-    raw: str,
-    ddir: Path,
-    t0: float,
-    execute: Callable[[events.HookEvent, float], tuple[events.Outcome | None, str]],
-) -> tuple[str, str, dict[str, Any]]:
-    """One hook event from raw stdin to (stdout, reason, log fields), shared by this process
-    and the resident one; `execute` runs a verb that needs the store, returning (outcome or
-    None on timeout, via)."""
-    if host not in events.HOSTS or event_name not in events.HOST_EVENTS[host]:
-        return "", "skipped", {"error": "unknown-host-or-event"}
-    try:
-        payload = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return "", "error", {"error": "bad-json"}
-    ev = events.normalize(host, event_name, payload)
-    query_context = _flag("ZMEM_QUERY_CONTEXT")
-    if event_name in _NO_WORK:
-        return "", "skipped", {}
-    if event_name in ("PostToolUse", "PostToolUseFailure"):
-        o = opsring.record_event(query_context, ddir, ev)
-        return "", o.reason, o.fields
-    if event_name not in emit.CONTEXT_EVENTS.get(host, ()):
-        return "", "skipped", {}  # the host would drop the context: no recall for nothing
-    if event_name == "PreToolUse" and (
-        not query_context or ev.tool_name not in events.HAZARD_TOOLS
-    ):
-        return "", "skipped", {}
-    if event_name == "UserPromptSubmit" and not (ev.prompt or "").strip():
-        return "", "skipped", {}
-    outcome, via = execute(ev, t0)
-    if outcome is None:
-        return "", "timeout", {"via": via}
-    fields = dict(outcome.fields)
-    fields["via"] = via
-    return emit.render(host, event_name, outcome.context), outcome.reason, fields
 
 
 def _with_deadline(ev: events.HookEvent, seconds: float) -> events.Outcome | None:
@@ -294,12 +198,7 @@ def main(argv: list[str] | None = None, raw: bytes | None = None, ask_daemon: bo
         except (OSError, ValueError):
             raw = b""
     out, reason = run(host, event, raw.decode("utf-8", errors="replace"), ask_daemon)
-    try:
-        if out:
-            sys.stdout.write(out)
-        sys.stdout.flush()
-    except OSError:
-        pass
+    emit.write(out)
     # os._exit: a verb thread stuck past the deadline (a locked store) must not hold the
     # process open, and interpreter teardown is time the host waits for.
     os._exit(0)

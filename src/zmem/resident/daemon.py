@@ -13,8 +13,11 @@ import time
 from pathlib import Path
 
 from zmem.config import load_settings
-from zmem.hosts import client, events, wire
+from zmem.hosts import events
 from zmem.hosts.verbs import Hooks
+from zmem.layout import SOCKET_NAME, SPAWN_STAMP
+from zmem.resident import client, code, dispatch, wire
+from zmem.retrieval.request import RecallRequest
 
 DEFAULT_IDLE_S = 900.0
 READ_TIMEOUT_S = 2.0
@@ -28,26 +31,13 @@ def _idle_seconds() -> float:
         return DEFAULT_IDLE_S
 
 
-def compile_code() -> None:
-    """Write the .pyc files of the code the hooks import (this package and, in a plugin
-    checkout, hooks/). The install compiles them once, but a plugin update keeps its venv, and
-    where PYTHONDONTWRITEBYTECODE=1 nothing else would: every cold hook would compile the
-    package again (~150 ms). Up-to-date files cost a stat each."""
-    import compileall
-
-    compileall.compile_dir(str(client._PKG), quiet=2)
-    hooks = client._PKG.parents[1] / "hooks"
-    if hooks.is_dir():
-        compileall.compile_dir(str(hooks), quiet=2, maxlevels=0)
-
-
 class Resident:
     def __init__(self, data_dir: Path):
         self.data_dir = data_dir
-        self.path = data_dir / client.SOCKET_NAME
-        self.pkg = str(client._PKG)
-        self.build = client.build_id()
-        self.digest = client.code_digest()
+        self.path = data_dir / SOCKET_NAME
+        self.pkg = str(code.PACKAGE_DIR)
+        self.build = code.build_id()
+        self.digest = code.code_digest()
         self._installs: dict[str, tuple[str, str]] = {}  # other install -> (stamps, digest)
         self.env = wire.settings_items()
         self.hooks = Hooks(load_settings())
@@ -56,7 +46,7 @@ class Resident:
     def warm(self) -> None:
         # Open the store and run one passive read with no telemetry: pages, the embedder and
         # the lazily imported modules are loaded before the first real prompt.
-        self.hooks.store.recall_report("warm up", telemetry=False, no_bump=True)
+        self.hooks.store.read(RecallRequest.prefetch("warm up"))
         self.hooks.store.keep_vectors_in_memory()
 
     def handle(self, raw: bytes) -> bytes:
@@ -68,7 +58,7 @@ class Resident:
         header, payload = decoded
         if not self._same_code(header.get("pkg")):
             return wire.encode_refusal("pkg")  # another release shares this data dir
-        if client.build_id() != self.build:
+        if code.build_id() != self.build:
             self.stale = True  # the code changed under us: let a fresh process take over
             return wire.encode_refusal("build")
         if header.get("env") != self.env:
@@ -82,7 +72,7 @@ class Resident:
                 os.environ.pop(key, None)
         host, event = str(header.get("host")), str(header.get("event"))
         try:
-            out, reason, fields = client.respond(
+            out, reason, fields = dispatch.respond(
                 host, event, payload.decode("utf-8", "replace"), self.data_dir, t0, self._execute
             )
         except Exception as exc:
@@ -96,13 +86,13 @@ class Resident:
         same release (Claude Code and Codex each copy the plugin; both must be served warm)."""
         if pkg == self.pkg:
             return True
-        if not isinstance(pkg, str) or not os.path.isfile(os.path.join(pkg, "hosts", "wire.py")):
+        if not isinstance(pkg, str) or not code.is_package(pkg):
             return False
         try:
-            stamps = client.build_id(Path(pkg))
+            stamps = code.build_id(Path(pkg))
             known = self._installs.get(pkg)
             if known is None or known[0] != stamps:
-                known = (stamps, client.code_digest(Path(pkg)))
+                known = (stamps, code.code_digest(Path(pkg)))
                 self._installs[pkg] = known
         except OSError:
             return False
@@ -128,7 +118,7 @@ class Resident:
         server.listen(16)
         os.replace(tmp, self.path)  # visible only once it accepts
         ino = self.path.stat().st_ino
-        (self.data_dir / "zmem-hookd.starting").unlink(missing_ok=True)
+        (self.data_dir / SPAWN_STAMP).unlink(missing_ok=True)
         server.settimeout(1.0)
         idle = _idle_seconds()
         last = time.monotonic()
@@ -189,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception:
         pass  # a broken store is answered per request (reason=error), not by dying here
     try:
-        compile_code()
+        code.compile_code()
     except Exception:
         pass  # a read-only install only loses the cached bytecode
     resident.serve()

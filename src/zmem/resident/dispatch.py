@@ -1,0 +1,74 @@
+"""One hook event from the host's raw stdin to (stdout, reason, log fields), shared by the hook
+client and the resident process. Every check that decides an event has no work lives here,
+decided from the payload alone before anything opens the store; the verbs then only do the
+work. Standard library only: the client runs this before it knows it needs the store."""
+
+from __future__ import annotations
+
+import json
+
+from zmem.hosts import emit, events, opsring
+from zmem.resident import wire
+
+# typing costs the hook client ~2.5 ms to import; the names are for annotations only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any
+
+# Events that never need the store: nothing to do but log.
+NO_WORK = frozenset({"Stop", "PreCompact", "SessionEnd", "PermissionRequest"})
+# Host notices that arrive as a prompt (Claude Code reports a finished background subagent as
+# one) are not the user asking: recalling on them re-injects what the session already has.
+HOST_NOTICES = ("<task-notification>",)
+
+
+def skip_reason(host: str, ev: events.HookEvent, query_context: bool) -> str | None:
+    """ "skipped" when this event has nothing to recall on, else None."""
+    name = ev.name
+    if name in NO_WORK:
+        return "skipped"
+    if name not in emit.CONTEXT_EVENTS.get(host, ()):
+        return "skipped"  # the host would drop the context: no recall for nothing
+    if name == "PreToolUse" and (
+        not query_context or ev.tool_name not in events.HAZARD_TOOLS or not opsring.tool_query(ev)
+    ):
+        return "skipped"
+    if name == "UserPromptSubmit":
+        prompt = (ev.prompt or "").strip()
+        if not prompt or prompt.startswith(HOST_NOTICES):
+            return "skipped"
+    return None
+
+
+def respond(
+    host: str,
+    event_name: str,
+    raw: str,
+    ddir: Path,
+    t0: float,
+    execute: Callable[[events.HookEvent, float], tuple[events.Outcome | None, str]],
+) -> tuple[str, str, dict[str, Any]]:
+    """`execute` runs a verb that needs the store, returning (outcome, or None on timeout,
+    and how it ran: "daemon" or "inproc")."""
+    if host not in events.HOSTS or event_name not in events.HOST_EVENTS[host]:
+        return "", "skipped", {"error": "unknown-host-or-event"}
+    try:
+        payload = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return "", "error", {"error": "bad-json"}
+    ev = events.normalize(host, event_name, payload)
+    query_context = wire.flag("ZMEM_QUERY_CONTEXT")
+    if event_name in ("PostToolUse", "PostToolUseFailure"):
+        o = opsring.record_event(query_context, ddir, ev)  # the ring, never the store
+        return "", o.reason, o.fields
+    skipped = skip_reason(host, ev, query_context)
+    if skipped is not None:
+        return "", skipped, {}
+    outcome, via = execute(ev, t0)
+    if outcome is None:
+        return "", "timeout", {"via": via}
+    fields = dict(outcome.fields)
+    fields["via"] = via
+    return emit.render(host, event_name, outcome.context), outcome.reason, fields
