@@ -2,7 +2,7 @@
 git remote when there is one (so two clones of one repository share memory), else
 `project:<basename>` of the checkout root. Also resolves ZMEM_NS_MIGRATION_MAP entries into
 (legacy key, canonical key) pairs. Reads .git/config directly: no git subprocess on the hook
-path. Standard library only."""
+path."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import json
 import re
 from pathlib import Path
 
-GLOBAL_NAMESPACE = "user:global"
+from zmem.models import GLOBAL_NAMESPACE
+
 _REMOTE = re.compile(r'^\s*\[remote\s+"([^"]+)"\]\s*$')
 _URL = re.compile(r"^\s*url\s*=\s*(.+?)\s*$")
 _SECTION = re.compile(r"^\s*\[")

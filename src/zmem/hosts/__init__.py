@@ -1,3 +1,4 @@
-"""Host integration: per-host payload normalizers, the host-independent hook verbs, the ops
-ring and sidecars under the data dir, namespace derivation and the warm resident process.
-Modules the hook client loads before it knows it has work import only the standard library."""
+"""Host adapters and hook verbs: per-host payload normalizers (events), what each host accepts
+on stdout (emit), the ops ring and sidecars under the data dir, and the verbs that recall for
+a hook. The resident process that serves them warm is zmem.resident. Modules the hook client
+loads before it knows it has work import only the standard library."""
