@@ -440,3 +440,24 @@ def test_source_refs_and_entity_names_can_neither_close_the_fence_nor_inject(run
         "--no-bump",
     )
     assert passive["count"] == 0 and passive["omitted"] == 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("recall", "--query", "   "),
+        ("recall", "--query", "deploy", "--as-of", "last tuesday"),
+        ("recall", "--query", "deploy", "--namespace", " "),
+        ("recall", "--query", "deploy", "--explain", "--as-of", "not a date"),
+        ("search", "--text", ""),
+        ("recent", "--as-of", "soon"),
+    ],
+)
+def test_a_refused_read_creates_no_store(run_cli, tmp_path, args):
+    """The request is validated before the store is opened: a read refused for its arguments
+    leaves no store file (nor its directory) behind."""
+    store = tmp_path / "fresh" / "store.sqlite"
+    result = run_cli("--store", str(store), *args)
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not store.parent.exists()

@@ -100,9 +100,12 @@ def recall(obj, query, as_json, explain, target, **options):
     and extended by one hop of links. --explain re-runs the same pipeline with zero writes.
     """
     query = read_content(query)
+    explaining = explain or target is not None
+    # The explicit CLI recall is the one surface the optional cross-encoder may re-order.
+    # The request is built (and refused) before the store is opened.
+    req = _request("recall", query, options, rerank=not explaining)
     store = obj.store()
-    if explain or target is not None:
-        req = _request("recall", query, options)
+    if explaining:
         report, verdicts, effective = store.explain(req, target=target)
         effective = {("no_bump" if k == "passive" else k): v for k, v in effective.items()}
         extra = {
@@ -117,8 +120,6 @@ def recall(obj, query, as_json, explain, target, **options):
         if not as_json:
             output.emit(output.explain_text(query, effective, verdicts))
         return
-    # The explicit CLI recall is the one surface the optional cross-encoder may re-order.
-    req = _request("recall", query, options, rerank=True)
     _emit(store, store.read(req), req, as_json)
 
 
@@ -150,8 +151,8 @@ def _emit(store, report, req: RecallRequest, as_json: bool, extra: dict | None =
 @click.pass_obj
 def search(obj, text, as_json, **options):
     """Ranked search: recall's lanes and scoring, without link expansion or lineage."""
-    store = obj.store()
     req = _request("search", read_content(text), options)
+    store = obj.store()
     _emit(store, store.read(req), req, as_json)
 
 
@@ -168,6 +169,6 @@ def search(obj, text, as_json, **options):
 @click.pass_obj
 def recent(obj, as_json, **options):
     """The newest confident memories of a tier (what a session starts with)."""
-    store = obj.store()
     req = _request("recent", "", options)
+    store = obj.store()
     _emit(store, store.read(req), req, as_json)
