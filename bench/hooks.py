@@ -118,7 +118,7 @@ def main() -> None:
         print(f"built {args.memories} memories in {time.perf_counter() - t0:.1f} s", flush=True)
 
     from zmem.resident.client import answers
-    from zmem.resident.daemon import compile_code
+    from zmem.resident.code import compile_code
 
     # As `make install`, the plugin bootstrap and the resident process do: with
     # PYTHONDONTWRITEBYTECODE=1 nothing else would write the .pyc files of src/ and hooks/, and
