@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import apsw
 
@@ -72,8 +72,9 @@ class Fused:
     natives: dict[int, dict[str, float]]
 
 
-@dataclass(frozen=True)
-class Scored:
+class Scored(NamedTuple):
+    # A tuple: one is built per candidate per tier on every prompt (a frozen dataclass's
+    # __init__ costs several times more).
     score: float
     relevance: float
     confidence: float  # after the [STALE SOURCE] halving
