@@ -74,7 +74,11 @@ def test_the_cli_prints_the_not_yet_built_warning_and_still_works(tmp_path):
     env = {**os.environ, "ZMEM_DATA": str(tmp_path), "ZMEM_BACKUP_DIR": str(tmp_path / "bk")}
     env["ZMEM_EMBED_PROFILE"] = "fake"
     result = subprocess.run(
-        [sys.executable, "-m", "zmem", "stats", "--json"], env=env, capture_output=True, text=True
+        [sys.executable, "-m", "zmem", "add", "--namespace", "project:t", "--type", "fact"]
+        + ["--content", "the ci runner has two cores", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip().splitlines() == [

@@ -1,5 +1,7 @@
-"""The ZMemError tree. Each class carries the process exit code the spec assigns to it, so front
-ends map any library failure to the right exit status without a lookup table."""
+"""The ZMemError tree. Each class carries its process exit code, so front ends map any library
+failure to the right exit status without a lookup table. The table (docs/cli.md): 0 success,
+1 target missing or not live, 2 usage error, refusal or an unusable store (nothing written),
+3 store busy (nothing written: run it again), 4 internal error (a bug; no class carries it)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,15 @@ class SchemaError(ZMemError):
 
 
 class StoreUnavailable(ZMemError):
-    """The store file cannot be opened or used: not a database, unreadable, or locked too long."""
+    """The store file cannot be opened or used: damaged, not a database, unreadable."""
+
+
+class StoreBusy(ZMemError):
+    """Another session held the write lock past the busy timeout: nothing was written, and the
+    same command can simply be run again (exit 3, apart from 1 so a script can tell "retry"
+    from "gone")."""
+
+    exit_code = 3
 
 
 class NotFound(ZMemError):

@@ -31,6 +31,10 @@ GLOBAL_NAMESPACE = "user:global"
 MAX_CONTENT_CHARS = 65536
 MAX_NAMESPACE_CHARS = 200
 MAX_TAG_CHARS = 100
+# The most rows one read may ask for (--limit, --global-limit, --link-budget, --k, --batch): far
+# beyond any useful answer, and far inside SQLite's 64-bit integers, which a larger number
+# overflows before any check could run.
+MAX_LIMIT = 100_000
 
 # Tags the system itself sets; they describe one row's capture and never spread to neighbours.
 INJECTION_TAG = "prompt-injection-risk"

@@ -3,6 +3,7 @@ stable stderr line and the exit code their class carries (1 missing, 2 refusal/u
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -12,7 +13,11 @@ import click
 from zmem import __version__, config
 from zmem.cli import output
 from zmem.errors import ZMemError
-from zmem.store import MemoryStore
+from zmem.store import MemoryStore, failures
+
+# Exit codes (docs/cli.md): 0 ok, 1 target missing, 2 usage, refusal or unusable store, 3 store
+# busy; ZMemError subclasses carry 1-3. 4 is what no error class carries: a bug.
+INTERNAL_ERROR = 4
 
 
 class StoreContext:
@@ -22,15 +27,21 @@ class StoreContext:
         self.store_path = store_path
         self._store: MemoryStore | None = None
 
-    def store(self) -> MemoryStore:
+    def store(self, *, create: bool = False) -> MemoryStore:
+        """The store; only a command that stores something (add) may create it: a read of a
+        store that does not exist says so instead of leaving an empty one behind."""
         if self._store is None:
             settings = config.load_settings(store_path=self.store_path)
             for line in settings.warnings:
                 output.warn(line)
-            self._store = MemoryStore.open(settings=settings)
+            self._store = MemoryStore.open(settings=settings, create=create)
             for line in self._store.warnings:
                 output.notice(line)
         return self._store
+
+    def store_hint(self) -> str | None:
+        """The store a failure message names: the open one, else the one that was asked for."""
+        return str(self._store.path) if self._store is not None else self.store_path
 
     def close(self) -> None:
         if self._store is not None:
@@ -54,14 +65,26 @@ class ZMemGroup(click.Group):
         except ZMemError as exc:
             output.error(str(exc))
             ctx.exit(exc.exit_code)
-        except apsw.BusyError as exc:
-            # Past the busy timeout: another session held the write lock the whole time.
-            output.error(f"store is busy ({exc}); retry shortly")
-            ctx.exit(1)
+        except apsw.Error as exc:
+            # A damaged file, a lock held past the busy timeout, a full disk: one line naming
+            # the problem and the fix, never the driver's traceback.
+            failure = failures.explain(exc, ctx.obj.store_hint() if ctx.obj else None)
+            output.error(str(failure))
+            ctx.exit(failure.exit_code)
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
             output.error(f"{exc.format_message()} (see '{where} --help')")
             ctx.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except Exception as exc:
+            if os.environ.get("ZMEM_DEBUG", "").strip() not in ("", "0"):
+                raise
+            output.error(
+                f"internal error ({type(exc).__name__}: {exc}); this is a bug in zmem: "
+                "ZMEM_DEBUG=1 shows the traceback"
+            )
+            ctx.exit(INTERNAL_ERROR)
 
 
 @click.group(cls=ZMemGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -8,6 +8,7 @@ import click
 
 from zmem.cli import cli, output
 from zmem.errors import UsageError
+from zmem.models import MAX_LIMIT
 
 
 @cli.command("tune-weights")
@@ -19,7 +20,7 @@ from zmem.errors import UsageError
     type=click.Path(path_type=Path),
     help="Gold JSONL set (eval/gold.jsonl) whose fixture keys this store holds.",
 )
-@click.option("--k", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--k", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True)
 @click.pass_obj
 def tune_weights(obj, dry_run, gold_path, k):
     """Suggest composite recall weights for a gold set (prints JSON, writes nothing).

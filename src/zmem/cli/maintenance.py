@@ -7,6 +7,7 @@ import click
 from zmem import config
 from zmem.cli import cli, output
 from zmem.embedding import PROFILES
+from zmem.models import MAX_LIMIT
 from zmem.store import MemoryStore
 
 
@@ -20,7 +21,7 @@ from zmem.store import MemoryStore
 )
 @click.option(
     "--batch",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_LIMIT),
     default=64,
     show_default=True,
     help="Texts per model call (display chunks; still one transaction).",

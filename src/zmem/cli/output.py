@@ -29,8 +29,9 @@ def emit(text: str) -> None:
 
 
 def error(text: str) -> None:
-    """The one stderr line of a failed command."""
-    click.echo(f"zmem: error: {text}", err=True)
+    """The one stderr line of a failed command (click's messages can span lines: a missing
+    choice option lists its choices one per line)."""
+    click.echo(f"zmem: error: {' '.join(text.split())}", err=True)
 
 
 def warn(text: str) -> None:

@@ -8,7 +8,7 @@ import click
 from zmem.capture.source import source_state
 from zmem.cli import cli, output
 from zmem.errors import UsageError
-from zmem.models import ENTITY_KINDS, LINK_RELATIONS, MEMORY_TYPES
+from zmem.models import ENTITY_KINDS, LINK_RELATIONS, MAX_LIMIT, MEMORY_TYPES
 
 
 @cli.command()
@@ -27,7 +27,7 @@ def get(obj, memory_id):
 @click.option("--type", "type_", type=click.Choice(MEMORY_TYPES), default=None)
 @click.option("--include-superseded", is_flag=True, help="Also show tombstoned history rows.")
 @click.option("--as-of", default=None, help="Point in time (ISO-8601): rows valid then.")
-@click.option("--limit", type=click.IntRange(min=1), default=None)
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=None)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def list_(obj, namespace, type_, include_superseded, as_of, limit, as_json):

@@ -7,6 +7,7 @@ import click
 
 from zmem.cli import cli, output
 from zmem.cli.writes import read_content
+from zmem.models import MAX_LIMIT
 from zmem.retrieval.request import RecallRequest
 
 _SCOPE_OPTIONS = [
@@ -23,7 +24,7 @@ _SCOPE_OPTIONS = [
     ),
     click.option(
         "--global-limit",
-        type=click.IntRange(min=0),
+        type=click.IntRange(0, MAX_LIMIT),
         default=3,
         show_default=True,
         help="Rows the user:global tier may add under --include-global.",
@@ -49,7 +50,7 @@ def _scope_options(f):
     "--query", required=True, help="What you are about to do or want to know; '-' reads stdin."
 )
 @_scope_options
-@click.option("--limit", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True)
 @click.option(
     "--link-hops",
     type=click.IntRange(0, 1),
@@ -59,7 +60,7 @@ def _scope_options(f):
 )
 @click.option(
     "--link-budget",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_LIMIT),
     default=2,
     show_default=True,
     help="Most link neighbours appended in total.",
@@ -146,7 +147,7 @@ def _emit(store, report, req: RecallRequest, as_json: bool, extra: dict | None =
 @cli.command()
 @click.option("--text", required=True, help="Words to search for; '-' reads stdin.")
 @_scope_options
-@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=10, show_default=True)
 @click.option("--no-bump", is_flag=True, help="Passive read: record a surface event instead.")
 @click.pass_obj
 def search(obj, text, as_json, **options):
@@ -158,7 +159,7 @@ def search(obj, text, as_json, **options):
 
 @cli.command()
 @_scope_options
-@click.option("--limit", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True)
 @click.option(
     "--min-confidence",
     type=click.FloatRange(0.0, 1.0),

@@ -84,7 +84,7 @@ _MODE = click.Choice(CAPTURE_MODES)
 def add(obj, namespace, type_, content, tags, signal, taint, source_ref, capture_mode, as_json):
     """Capture a memory. Near-identical live content in the namespace is refreshed instead of
     duplicated; a near-identical row of opposite polarity is kept and marked contradicting."""
-    result = obj.store().add(
+    result = obj.store(create=True).add(
         read_content(content),
         namespace=namespace,
         type=type_,

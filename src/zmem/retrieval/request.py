@@ -11,7 +11,7 @@ from typing import Any
 from zmem import config
 from zmem.db.recall import Scope
 from zmem.errors import UsageError
-from zmem.models import Hit
+from zmem.models import MAX_LIMIT, Hit
 from zmem.retrieval import fusion
 from zmem.retrieval.query import is_change_intent
 
@@ -67,18 +67,22 @@ class RecallRequest:
             object.__setattr__(self, "min_confidence", 0.0)
         if self.namespace is not None and not self.namespace.strip():
             raise UsageError("--namespace must not be empty")
-        if self.limit < 1:
-            raise UsageError("--limit must be at least 1")
-        if self.global_limit < 0:
-            raise UsageError("--global-limit must not be negative")
+        if not 1 <= self.limit <= MAX_LIMIT:
+            raise UsageError(f"--limit must be between 1 and {MAX_LIMIT}")
+        if not 0 <= self.global_limit <= MAX_LIMIT:
+            raise UsageError(f"--global-limit must be between 0 and {MAX_LIMIT}")
         if self.link_hops not in (0, 1):
             raise UsageError("--link-hops must be 0 or 1 (expansion is one hop at most)")
-        if self.link_budget < 0:
-            raise UsageError("--link-budget must not be negative")
+        if not 0 <= self.link_budget <= MAX_LIMIT:
+            raise UsageError(f"--link-budget must be between 0 and {MAX_LIMIT}")
         if self.min_confidence is not None and not 0.0 <= self.min_confidence <= 1.0:
             raise UsageError("--min-confidence must be between 0 and 1")
         if self.kind != "recent" and not self.query.strip():
             raise UsageError("the query is empty")
+        try:
+            self.query.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that were not UTF-8, smuggled in as surrogates
+            raise UsageError("the query is not valid UTF-8 text") from None
 
     @classmethod
     def explicit(cls, query: str, **options: Any) -> RecallRequest:

@@ -6,6 +6,8 @@ and its read path (Reader); it never prints: what a person should hear comes bac
 from __future__ import annotations
 
 import dataclasses
+import os
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from zmem.maintenance import reembed
 from zmem.models import (
     INJECTION_TAG,
     LINK_RELATIONS,
+    MAX_LIMIT,
     SYMMETRIC_RELATIONS,
     SYSTEM_TAGS,
     TRUST_CORROBORATION_DELTA,
@@ -73,14 +76,19 @@ class MemoryStore:
         *,
         settings: Settings | None = None,
         check_vectors: bool = True,
+        create: bool = True,
     ) -> MemoryStore:
-        """Open (creating and migrating as needed) the store at `path`, else ZMEM_STORE, else
-        <ZMEM_DATA>/store.sqlite. A profile whose dimension differs from the store's committed
-        vectors is refused (check_vectors=False is for reembed, which converts them)."""
+        """Open (migrating as needed) the store at `path`, else ZMEM_STORE, else
+        <ZMEM_DATA>/store.sqlite; create=False (every read) refuses to create a missing one. A
+        profile whose dimension differs from the store's committed vectors is refused
+        (check_vectors=False is for reembed, which converts them). A file that exists but is
+        not a store (empty, another format, damaged) is refused, never replaced."""
         if settings is None:
             settings = config.load_settings(store_path=path)
         elif path is not None:
             settings = dataclasses.replace(settings, store_path=Path(path).expanduser())
+        if not _check_file(settings.store_path, create):
+            _create_file(settings.store_path)
         try:
             conn = connect(settings.store_path)
         except (apsw.Error, OSError) as exc:
@@ -386,8 +394,8 @@ class MemoryStore:
     ) -> list[Memory]:
         """Newest first. as_of is a point-in-time read (rows valid at that instant)."""
         instant = config.normalize_instant(as_of) if as_of else None
-        if limit is not None and limit < 1:
-            raise UsageError("limit must be at least 1")
+        if limit is not None and not 1 <= limit <= MAX_LIMIT:
+            raise UsageError(f"limit must be between 1 and {MAX_LIMIT}")
         spaces = self.namespace_set(namespace) if namespace else None
         return memories.list_memories(self._conn, spaces, type, instant, include_superseded, limit)
 
@@ -515,6 +523,56 @@ class MemoryStore:
                 link_collisions=collisions,
                 applied=confirm,
             )
+
+
+def _check_file(path: Path, create: bool) -> bool:
+    """True when there is a store file to open; False when one is to be created."""
+    if str(path) == ":memory:":
+        return True
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        if not create:
+            raise NotFound(
+                f"no store at {path} yet: nothing has been stored there (`zmem add` creates it)"
+            ) from None
+        return False
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot open store {path}: {exc}") from exc
+    wal = path.with_name(path.name + "-wal")
+    if size == 0 and not (wal.exists() and wal.stat().st_size > 0):
+        # SQLite would take an empty file for a new database and quietly start over in it.
+        raise StoreUnavailable(
+            f"store {path} is an empty file (0 bytes): whatever it held is gone. Restore a "
+            "backup copy over it, or delete it to start a new store"
+        )
+    return True
+
+
+def _create_file(path: Path) -> None:
+    """A new store appears whole: it is built under a temporary name and linked into place, so
+    no process ever sees a half-created (empty) store file, and an empty file at the store's
+    path can only mean lost data. Several processes creating it at once: the first link wins,
+    the others open it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        conn = connect(tmp)
+        try:
+            migrate(conn)
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process created it first
+        except OSError:  # a filesystem without hard links
+            if not path.exists():
+                os.replace(tmp, path)
+    except (apsw.Error, OSError) as exc:
+        raise StoreUnavailable(f"cannot create store {path}: {exc}") from exc
+    finally:
+        for leftover in (tmp, *(tmp.with_name(tmp.name + ext) for ext in ("-wal", "-shm"))):
+            leftover.unlink(missing_ok=True)
 
 
 def _notice_newer_schema(settings: Settings, version: int) -> list[str]:

@@ -1,0 +1,259 @@
+"""Hostile input through the real CLI, table-driven: every bad argument list is refused with one
+stderr line and its documented exit code (docs/cli.md), and the store's bytes are unchanged;
+no traceback ever reaches the user. Hypothesis then throws arbitrary argument lists and query
+text at the read commands."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zmem import MemoryStore
+from zmem.cli import cli
+
+HUGE = "99999999999999999999"
+MISSING = "00000000-0000-4000-8000-000000000000"
+NS = "project:hostile"
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    """A store with two live rows (fake embeddings, its own data dir for the whole module),
+    closed so its bytes are all in the main file."""
+    root = tmp_path_factory.mktemp("hostile")
+    path = root / "store.sqlite"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ZMEM_EMBED_PROFILE", "fake")
+        mp.setenv("ZMEM_DATA", str(root))
+        with MemoryStore.open(path) as s:
+            a = s.add("Run pytest -x before pushing", namespace=NS, type="lesson", signal="test")
+            b = s.add("The deploy target is fly.io", namespace=NS, type="fact", signal="user")
+        yield path, a.id, b.id
+
+
+def _bytes(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _cases(a: str) -> list[tuple[tuple[str, ...], int]]:
+    """(argument list, exit code). `a` is a live id of the seeded store."""
+    out: list[tuple[tuple[str, ...], int]] = []
+    q = ("--query", "pytest")
+    # Integers out of range (the 20-digit ones used to overflow SQLite with a traceback).
+    for cmd, base in (
+        ("recall", q),
+        ("search", ("--text", "pytest")),
+        ("recent", ()),
+        ("list", ()),
+    ):
+        for value in (HUGE, "0", "-1", "1e3", "five", "", "100001"):
+            out.append(((cmd, *base, "--limit", value), 2))
+    for cmd, base in (("recall", q), ("search", ("--text", "x")), ("recent", ())):
+        for value in (HUGE, "-1", "x"):
+            out.append(((cmd, *base, "--global-limit", value), 2))
+    for value in (HUGE, "-1", "2", "x"):
+        out.append((("recall", *q, "--link-hops", value), 2))
+    for value in (HUGE, "-5", "x"):
+        out.append((("recall", *q, "--link-budget", value), 2))
+    for value in ("1.5", "-0.1", "nan", "x", "1e999"):
+        out.append((("recall", *q, "--min-confidence", value), 2))
+        out.append((("recent", "--min-confidence", value), 2))
+    # Empty and malformed queries, instants and namespaces.
+    for query in ("", "   ", "\t\n"):
+        out.append((("recall", "--query", query), 2))
+        out.append((("search", "--text", query), 2))
+    for instant in (
+        "yesterday",
+        "2026-13-01",
+        "2026-02-30",
+        "0999-01-01",
+        "9999-12-31T23:00-05:00",
+    ):
+        out.append((("recall", *q, "--as-of", instant), 2))
+        out.append((("list", "--as-of", instant), 2))
+    for ns in ("", " ", "\t"):
+        out.append((("recall", *q, "--namespace", ns), 2))
+        out.append((("search", "--text", "x", "--namespace", ns), 2))
+    # Writes with bad values: refused before anything is written.
+    add = ("add", "--namespace", NS, "--type", "fact")
+    out += [
+        ((*add, "--content", ""), 2),
+        ((*add, "--content", "   "), 2),
+        ((*add, "--content", "x" * 70000), 2),
+        ((*add, "--content", "ok", "--signal", "maybe"), 2),
+        ((*add, "--content", "ok", "--taint", "evil"), 2),
+        ((*add, "--content", "ok", "--confidence", "2"), 2),
+        ((*add, "--content", "ok", "--confidence", "nan"), 2),
+        ((*add, "--content", "ok", "--capture-mode", "yolo"), 2),
+        ((*add, "--content", "ok", "--source-ref", "no-scheme-here"), 2),
+        ((*add, "--content", "ok", "--source-ref", "db:onlytable"), 2),
+        ((*add, "--content", "ok", "--source-ref", "x:" + "y" * 5000), 2),
+        (("add", "--namespace", "user:glbal", "--type", "fact", "--content", "ok"), 2),
+        (("add", "--namespace", "", "--type", "fact", "--content", "ok"), 2),
+        (("add", "--namespace", "n" * 300, "--type", "fact", "--content", "ok"), 2),
+        (("add", "--namespace", "project:a b", "--type", "fact", "--content", "ok"), 2),
+        (("add", "--namespace", NS, "--type", "rumour", "--content", "ok"), 2),
+        (("add", "--namespace", NS, "--content", "no type"), 2),
+        (("update", "--id", MISSING, "--content", "new"), 2),
+        (("update", "--id", a, "--content", ""), 2),
+        (("update", "--id", a, "--content", "ok", "--confidence", "-1"), 2),
+        (("invalidate", "--id", a), 2),
+        (("invalidate", "--id", a, "--reason", "   "), 2),
+        (("invalidate", "--id", MISSING, "--reason", "gone"), 1),
+        (("supersede", "--id", MISSING), 1),
+        (("get", "--id", MISSING), 1),
+        (("get", "--id", "zz"), 1),
+        (("links", "--id", MISSING), 1),
+        (("links", "--add", "--id", a, "--id", a, "--relation", "related"), 2),
+        (("links", "--add", "--id", a, "--id", MISSING, "--relation", "related"), 1),
+        (("links", "--add", "--id", a, "--relation", "related"), 2),
+        (("links", "--add", "--id", a, "--id", MISSING, "--relation", "hates"), 2),
+        (("contradict", "--id", a, "--id", MISSING, "--reason", "x"), 1),
+        (("entity-merge", "--from", "e1", "--to", "e1"), 2),
+        (("entity-merge", "--from", "nope", "--to", "nada"), 2),
+        (("entity-list", "--kind", "planet"), 2),
+        (("recall",), 2),
+        (("search",), 2),
+        (("nonsense-command",), 2),
+        (("recall", *q, "--no-such-flag"), 2),
+    ]
+    return out
+
+
+def _ids(case: tuple[tuple[str, ...], int]) -> str:
+    args, code = case
+    text = " ".join(a if len(a) < 24 else a[:20] + "..." for a in args)
+    return f"{code}:{text}"
+
+
+# The table is built from a placeholder id so pytest can name the cases before the store exists.
+_PLACEHOLDER = "{live}"
+CASES = _cases(_PLACEHOLDER)
+
+
+def test_the_table_is_large_enough():
+    assert len(CASES) >= 100
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
+def test_a_bad_input_is_refused_with_one_line_and_writes_nothing(seeded, case):
+    path, live, _ = seeded
+    args, code = case
+    args = tuple(live if a == _PLACEHOLDER else a for a in args)
+    before = _bytes(path)
+    result = CliRunner().invoke(cli, ["--store", str(path), *args])
+    assert result.exit_code == code, (result.output, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zmem: error: "), result.stderr
+    assert "Traceback" not in result.output
+    assert _bytes(path) == before
+
+
+# ---- stores that are not stores, and stores that are not there ------------------------------
+
+
+READS = (("stats",), ("recall", "--query", "x"), ("list",), ("recent",), ("search", "--text", "x"))
+
+
+@pytest.mark.parametrize("args", READS, ids=lambda a: a[0])
+def test_a_read_of_a_missing_store_creates_nothing(tmp_path, args, monkeypatch):
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    store = tmp_path / "missing" / "dir" / "s.sqlite"
+    result = CliRunner().invoke(cli, ["--store", str(store), *args])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"zmem: error: no store at {store} yet: nothing has been stored there "
+        "(`zmem add` creates it)"
+    ]
+    assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize(
+    "args", [*READS, ("add", "--namespace", NS, "--type", "fact", "--content", "x")]
+)
+def test_an_empty_store_file_is_refused_never_replaced(tmp_path, args, monkeypatch):
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    store = tmp_path / "store.sqlite"
+    store.write_bytes(b"")
+    result = CliRunner().invoke(cli, ["--store", str(store), *args])
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "is an empty file (0 bytes)" in line and "backup" in line
+    assert store.read_bytes() == b""
+    assert not store.with_name("store.sqlite-wal").exists()
+
+
+def test_a_damaged_store_is_one_line_not_a_traceback(tmp_path, monkeypatch):
+    """Pages overwritten after a checkpoint: reads and writes say the store is damaged and name
+    the fix, with the store's bytes as they were."""
+    import random
+
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    monkeypatch.setenv("ZMEM_DATA", str(tmp_path))
+    store = tmp_path / "store.sqlite"
+    with MemoryStore.open(store) as s:
+        for i in range(300):
+            s.add(f"lesson {i}: run the linter on module {i}", namespace=NS, type="lesson")
+    raw = bytearray(store.read_bytes())
+    rnd = random.Random(3)
+    for page in rnd.sample(range(2, len(raw) // 4096), 6):
+        raw[page * 4096 : (page + 1) * 4096] = rnd.randbytes(4096)
+    store.write_bytes(bytes(raw))
+    refused = 0
+    for args in (*READS, ("add", "--namespace", NS, "--type", "fact", "--content", "new fact")):
+        before = _bytes(store)
+        result = CliRunner().invoke(cli, ["--store", str(store), *args])
+        assert "Traceback" not in result.output
+        if result.exit_code == 0:
+            continue  # every page this command touched was intact
+        refused += 1
+        lines = result.stderr.strip().splitlines()
+        assert result.exit_code == 2, result.output
+        assert len(lines) == 1, result.output
+        assert "damaged" in lines[0] or "cannot use store" in lines[0], lines[0]
+        assert _bytes(store) == before
+    assert refused  # six random pages of a 300-row store: something reads one of them
+
+
+# ---- arbitrary input -------------------------------------------------------------------------
+
+
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=60)
+ARG = st.one_of(
+    TEXT,
+    st.sampled_from(["--limit", "--as-of", "--namespace", "--global-limit", "--min-confidence"]),
+    st.integers(-(10**25), 10**25).map(str),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    cmd=st.sampled_from(["recall", "search", "recent", "list", "get", "links"]),
+    rest=st.lists(ARG, max_size=6),
+)
+def test_arbitrary_arguments_never_raise_a_traceback(seeded, cmd, rest):
+    path, _, _ = seeded
+    result = CliRunner().invoke(cli, ["--store", str(path), cmd, *rest])
+    assert result.exit_code in (0, 1, 2), (result.output, result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    if result.exit_code:
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.text(max_size=200))
+def test_any_query_text_is_answered_or_refused_in_one_line(seeded, query):
+    path, _, _ = seeded
+    result = CliRunner().invoke(cli, ["--store", str(path), "search", "--text", query, "--json"])
+    assert result.exit_code in (0, 2), (result.output, result.exception)
+    if result.exit_code == 2:
+        assert len(result.stderr.strip().splitlines()) == 1
