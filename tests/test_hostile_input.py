@@ -85,6 +85,8 @@ def _cases(a: str) -> list[tuple[tuple[str, ...], int]]:
         ((*add, "--content", ""), 2),
         ((*add, "--content", "   "), 2),
         ((*add, "--content", "x" * 70000), 2),
+        ((*add, "--content", "\x07\x1b[2J\x1b]0;pwned\x07"), 2),
+        ((*add, "--content", "\x00\x08\x7f"), 2),
         ((*add, "--content", "ok", "--signal", "maybe"), 2),
         ((*add, "--content", "ok", "--taint", "evil"), 2),
         ((*add, "--content", "ok", "--confidence", "2"), 2),
@@ -257,3 +259,102 @@ def test_any_query_text_is_answered_or_refused_in_one_line(seeded, query):
     assert result.exit_code in (0, 2), (result.output, result.exception)
     if result.exit_code == 2:
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_control_characters_and_escapes_are_stripped_before_storing(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    monkeypatch.setenv("ZMEM_DATA", str(tmp_path))
+    store = tmp_path / "store.sqlite"
+    text = "nul\x00 bel\x07 \x1b[31mred\x1b[0m \x1b]0;title\x07tab\tkept\nline two"
+    result = CliRunner().invoke(
+        cli,
+        ["--store", str(store), "add", "--namespace", NS, "--type", "fact", "--content", "-"],
+        input=text,
+    )
+    assert result.exit_code == 0, result.output
+    assert "removed 5 control character(s) or escape sequence(s)" in result.stderr
+    with MemoryStore.open(store) as s:
+        (row,) = s.list()
+    assert row.content == "nul bel red tab\tkept\nline two"
+
+
+# ---- ids: any unambiguous prefix, everywhere --------------------------------------------------
+
+
+@pytest.fixture
+def twins(tmp_path, monkeypatch):
+    """A store whose first two rows share an 8-character id prefix (as recall prints it)."""
+    import uuid
+
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    monkeypatch.setenv("ZMEM_DATA", str(tmp_path))
+    made = iter(
+        [
+            uuid.UUID("abcdef12-0000-4000-8000-000000000001"),
+            uuid.UUID("abcdef12-0000-4000-8000-000000000002"),
+            uuid.UUID("12345678-0000-4000-8000-000000000003"),
+        ]
+    )
+    real = uuid.uuid4
+    monkeypatch.setattr(uuid, "uuid4", lambda: next(made, None) or real())
+    store = tmp_path / "store.sqlite"
+    with MemoryStore.open(store) as s:
+        for text in ("the api listens on 8080", "the api is written in go", "ci runs on arm64"):
+            s.add(text, namespace=NS, type="fact", signal="user")
+    return store
+
+
+def _run(store: Path, *args: str):
+    return CliRunner().invoke(cli, ["--store", str(store), *args])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("get", "--id", "abcdef12"),
+        ("links", "--id", "abcdef12"),
+        ("update", "--id", "abcdef12", "--content", "x"),
+        ("invalidate", "--id", "abcdef12", "--reason", "x"),
+        ("supersede", "--id", "abcdef12"),
+        ("contradict", "--id", "abcdef12", "--id", "12345678", "--reason", "x"),
+        ("links", "--add", "--id", "12345678", "--id", "abcdef12", "--relation", "related"),
+    ],
+    ids=lambda a: a[0] + ("-add" if "--add" in a else ""),
+)
+def test_an_ambiguous_prefix_is_refused_listing_the_candidates(twins, args):
+    before = _bytes(twins)
+    result = _run(twins, *args)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "is ambiguous" in line
+    assert "abcdef12-0000-4000-8000-000000000001" in line
+    assert "abcdef12-0000-4000-8000-000000000002" in line
+    assert _bytes(twins) == before
+
+
+def test_every_id_command_takes_an_unambiguous_prefix(twins):
+    one, three = "abcdef12-0000-4000-8000-000000000001", "12345678-0000-4000-8000-000000000003"
+    assert json_of(_run(twins, "get", "--id", f"  {one.upper()} "))["id"] == one
+    assert json_of(_run(twins, "get", "--id", "1234"))["id"] == three
+    linked = _run(twins, "links", "--add", "--id", "1234", "--id", one, "--relation", "related")
+    assert linked.exit_code == 0, linked.output
+    assert (
+        _run(twins, "contradict", "--id", "12345678", "--id", one, "--reason", "r").exit_code == 0
+    )
+    updated = _run(
+        twins, "update", "--id", "ABCDEF12-0000-4000-8000-000000000001", "--content", "8081"
+    )
+    assert updated.exit_code == 0, updated.output
+    assert _run(twins, "invalidate", "--id", "1234567", "--reason", "moved to x86").exit_code == 0
+    with MemoryStore.open(twins) as s:
+        assert not s.get(three).live and s.get(three).supersede_reason == "moved to x86"
+        assert not s.get(one).live
+    gone = _run(twins, "supersede", "--id", "ffff")
+    assert gone.exit_code == 1 and "no memory with id ffff" in gone.stderr
+
+
+def json_of(result) -> dict:
+    import json
+
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from zmem import MemoryStore
+from zmem.capture.policy import strip_controls
 from zmem.db import memories
 from zmem.errors import Refusal
 from zmem.models import MAX_CONTENT_CHARS
@@ -69,9 +70,12 @@ def shared_store(tmp_path):
 def test_content_round_trips_through_add_and_get(shared_store, content):
     # A fresh namespace per example: dedup would otherwise (rightly) fold "N" into "Ñ".
     ns = f"project:{uuid.uuid4().hex}"
+    stored, stripped = strip_controls(content)
+    assume(stored.strip())  # nothing but control characters is refused (test_hostile_input)
     r = shared_store.add(content, namespace=ns, type="fact", signal="test")
     assert r.result == "stored"
-    assert shared_store.get(r.id).content == content
+    assert shared_store.get(r.id).content == stored  # escapes and controls never stored
+    assert bool(stripped) == any(w["type"] == "controls_stripped" for w in r.warnings)
 
 
 @settings(

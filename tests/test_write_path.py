@@ -498,11 +498,14 @@ def test_supersede_reason_is_optional(store):
     assert store.supersede(r.id).reason == "superseded"
 
 
-def test_prefix_ids_resolve_for_reads_only(store):
+def test_prefix_ids_resolve_for_reads_and_writes(store):
+    """Issue 15: the 8 characters recall prints address a memory in every command."""
     r = add_row(store, "A fact")
     assert store.get(r.id[:8]).id == r.id
+    done = store.invalidate(r.id[:8], "a prefix is enough when it is unambiguous")
+    assert done.id == r.id and not store.get(r.id).live
     with pytest.raises(NotFound):
-        store.invalidate(r.id[:8], "prefix is not enough for writes")
+        store.invalidate("ffffffff", "no such row")
 
 
 # ---- telemetry API -------------------------------------------------------------------------

@@ -5,6 +5,7 @@ taint defaults, the closed enums, the content cap, secret redaction (auto mode) 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,20 @@ def validate_content(content: str) -> str:
     except UnicodeEncodeError:
         raise UsageError("content is not valid Unicode (lone surrogate)") from None
     return content
+
+
+# Terminal escape sequences (colour, cursor moves, titles) and the other C0/C1 control
+# characters: read back into a terminal or a model's context they act instead of reading.
+# Tab, newline and carriage return are text.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def strip_controls(text: str) -> tuple[str, int]:
+    """The text without escape sequences and control characters, and how many were removed."""
+    text, escapes = _ESCAPES.subn("", text)
+    text, controls = _CONTROLS.subn("", text)
+    return text, escapes + controls
 
 
 def parse_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -126,6 +141,11 @@ def prepare(
     conf = SIGNAL_CONFIDENCE[signal] if confidence is None else validate_confidence(confidence)
     ref = normalize_source_ref(source_ref) if source_ref else None
     warnings: list[dict[str, Any]] = []
+    content, stripped = strip_controls(content)
+    if stripped:
+        if not content.strip():
+            raise UsageError("content is nothing but control characters")
+        warnings.append({"type": "controls_stripped", "count": stripped})
 
     if capture_mode == "auto":
         if ref is not None and looks_like_secret(ref):

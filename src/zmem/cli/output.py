@@ -56,6 +56,8 @@ def describe_warning(w: Mapping[str, Any]) -> str:
             "content is shaped like an instruction to the model "
             f"({', '.join(w['shapes'])}); tagged prompt-injection-risk"
         )
+    if kind == "controls_stripped":
+        return f"removed {w['count']} control character(s) or escape sequence(s) from the content"
     if kind == "source_unreadable":
         return f"source file {w['path']} cannot be opened; no content hash recorded"
     return json.dumps(dict(w))

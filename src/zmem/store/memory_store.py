@@ -6,8 +6,6 @@ and its read path (Reader); it never prints: what a person should hear comes bac
 from __future__ import annotations
 
 import dataclasses
-import os
-import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -42,10 +40,12 @@ from zmem.models import (
 from zmem.retrieval.explain import Verdict
 from zmem.retrieval.request import RecallReport, RecallRequest
 from zmem.retrieval.scoring import row_injection_risk
+from zmem.store import files
 from zmem.store.reads import Reader
 from zmem.store.vectors import StoreVectors
 
 MIN_ID_PREFIX = 4
+AMBIGUITY_SHOWN = 5  # candidates an ambiguous id prefix lists
 
 
 def _require_reason(reason: str | None, what: str) -> str:
@@ -87,8 +87,8 @@ class MemoryStore:
             settings = config.load_settings(store_path=path)
         elif path is not None:
             settings = dataclasses.replace(settings, store_path=Path(path).expanduser())
-        if not _check_file(settings.store_path, create):
-            _create_file(settings.store_path)
+        if not files.check(settings.store_path, create):
+            files.create(settings.store_path)
         try:
             conn = connect(settings.store_path)
         except (apsw.Error, OSError) as exc:
@@ -207,7 +207,8 @@ class MemoryStore:
             # Validated by prepare first; an update never downgrades the row's taint.
             return dataclasses.replace(row, taint=worst_taint(target.taint, row.taint))
 
-        target = memories.get(self._conn, memory_id)
+        full = self._lookup_id(memory_id)
+        target = memories.get(self._conn, full) if full else None
         if target is None:
             raise Refusal(f"cannot update {memory_id}: no such memory")
         if not target.live:
@@ -243,6 +244,7 @@ class MemoryStore:
         return self._tombstone(memory_id, text)
 
     def _tombstone(self, memory_id: str, reason: str) -> TombstoneResult:
+        memory_id = self.resolve_id(memory_id)
         with transaction(self._conn):
             at = config.now_iso()
             if memories.tombstone(self._conn, memory_id, at, reason):
@@ -318,17 +320,27 @@ class MemoryStore:
     # ---- reads -----------------------------------------------------------------------------
 
     def resolve_id(self, id_or_prefix: str) -> str:
-        """A full id, or an unambiguous prefix of one (reads only; writes take full ids)."""
-        key = id_or_prefix.strip()
+        """A full id, or an unambiguous prefix of one (recall prints 8 characters): every
+        command that takes an id takes either. An ambiguous prefix is refused with its
+        candidates; an unknown one is NotFound."""
+        found = self._lookup_id(id_or_prefix)
+        if found is None:
+            raise NotFound(f"no memory with id {id_or_prefix}")
+        return found
+
+    def _lookup_id(self, id_or_prefix: str) -> str | None:
+        key = id_or_prefix.strip().lower()
         if memories.get(self._conn, key) is not None:
             return key
-        if len(key) >= MIN_ID_PREFIX:
-            found = memories.ids_with_prefix(self._conn, key, limit=2)
-            if len(found) == 1:
-                return found[0]
-            if len(found) > 1:
-                raise UsageError(f"id prefix {key!r} is ambiguous; give more characters")
-        raise NotFound(f"no memory with id {id_or_prefix}")
+        if len(key) < MIN_ID_PREFIX:
+            return None
+        found = memories.ids_with_prefix(self._conn, key, limit=AMBIGUITY_SHOWN + 1)
+        if len(found) > 1:
+            shown = ", ".join(found[:AMBIGUITY_SHOWN]) + (
+                ", ..." if len(found) > AMBIGUITY_SHOWN else ""
+            )
+            raise UsageError(f"id prefix {key!r} is ambiguous ({shown}); give more characters")
+        return found[0] if found else None
 
     def get(self, memory_id: str) -> Memory:
         found = memories.get(self._conn, self.resolve_id(memory_id))
@@ -419,7 +431,7 @@ class MemoryStore:
         return graph.links_of(self._conn, self.resolve_id(memory_id))
 
     def _link_pair(self, a: str, b: str) -> tuple[Memory, Memory]:
-        first, second = memories.get(self._conn, a), memories.get(self._conn, b)
+        first, second = (memories.get(self._conn, self._lookup_id(k) or k) for k in (a, b))
         for key, found in ((a, first), (b, second)):
             if found is None:
                 raise NotFound(f"no memory with id {key}")
@@ -523,56 +535,6 @@ class MemoryStore:
                 link_collisions=collisions,
                 applied=confirm,
             )
-
-
-def _check_file(path: Path, create: bool) -> bool:
-    """True when there is a store file to open; False when one is to be created."""
-    if str(path) == ":memory:":
-        return True
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        if not create:
-            raise NotFound(
-                f"no store at {path} yet: nothing has been stored there (`zmem add` creates it)"
-            ) from None
-        return False
-    except OSError as exc:
-        raise StoreUnavailable(f"cannot open store {path}: {exc}") from exc
-    wal = path.with_name(path.name + "-wal")
-    if size == 0 and not (wal.exists() and wal.stat().st_size > 0):
-        # SQLite would take an empty file for a new database and quietly start over in it.
-        raise StoreUnavailable(
-            f"store {path} is an empty file (0 bytes): whatever it held is gone. Restore a "
-            "backup copy over it, or delete it to start a new store"
-        )
-    return True
-
-
-def _create_file(path: Path) -> None:
-    """A new store appears whole: it is built under a temporary name and linked into place, so
-    no process ever sees a half-created (empty) store file, and an empty file at the store's
-    path can only mean lost data. Several processes creating it at once: the first link wins,
-    the others open it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
-    try:
-        conn = connect(tmp)
-        try:
-            migrate(conn)
-        finally:
-            conn.close()
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass  # another process created it first
-        except OSError:  # a filesystem without hard links
-            if not path.exists():
-                os.replace(tmp, path)
-    except (apsw.Error, OSError) as exc:
-        raise StoreUnavailable(f"cannot create store {path}: {exc}") from exc
-    finally:
-        for leftover in (tmp, *(tmp.with_name(tmp.name + ext) for ext in ("-wal", "-shm"))):
-            leftover.unlink(missing_ok=True)
 
 
 def _notice_newer_schema(settings: Settings, version: int) -> list[str]:
