@@ -1,5 +1,7 @@
-"""Namespace validation on write. The automatic hooks read exactly `user:global`, so an obvious
-misspelling of it would strand a memory where nothing ever recalls it: refuse those."""
+"""Namespace validation on write: the `<kind>:<name>` shape (`project:<repo>`, `user:global`,
+`project:github.com/acme/webapp`), with no empty, `.` or `..` path parts in the name. The
+automatic hooks read exactly `user:global`, so an obvious misspelling of it would strand a
+memory where nothing ever recalls it: refuse those."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from zmem.errors import Refusal, UsageError
 from zmem.models import GLOBAL_NAMESPACE, MAX_NAMESPACE_CHARS
 
 _SQUASH = re.compile(r"[^a-z0-9]")
+_SHAPE = re.compile(r"^([a-z][a-z0-9_-]*):(.+)$")
 _CANONICAL_SQUASHED = "userglobal"
 
 
@@ -57,8 +60,15 @@ def _check(namespace: str) -> None:
         raise UsageError("namespace must not be empty (e.g. project:<repo> or user:global)")
     if len(namespace) > MAX_NAMESPACE_CHARS:
         raise UsageError(f"namespace is longer than {MAX_NAMESPACE_CHARS} characters")
-    if any(ch.isspace() or ord(ch) < 32 for ch in namespace):
+    if any(ch.isspace() or ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in namespace):
         raise UsageError(f"namespace {namespace!r} contains whitespace or control characters")
+    shape = _SHAPE.match(namespace)
+    if shape is None and not is_near_miss_global(namespace):
+        raise UsageError(
+            f"namespace {namespace!r} is not <kind>:<name> (e.g. project:<repo> or user:global)"
+        )
+    if shape is not None and any(part in ("", ".", "..") for part in shape.group(2).split("/")):
+        raise UsageError(f"namespace {namespace!r} has an empty, '.' or '..' part")
     if is_near_miss_global(namespace):
         raise Refusal(
             f"namespace {namespace!r} looks like a misspelling of the global namespace; "

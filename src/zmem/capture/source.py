@@ -1,5 +1,8 @@
-"""Source references (`file:`, `session:`, `db:` ...): validation, path normalisation for
-Windows/Cygwin spellings, and the content hash that later tells recall a file: source changed."""
+"""Source references (`file:<path>`, `session:<id>`, `db:<table>:<rowid>`, and the evaluation
+corpora's own `eval:` and `locomo:` keys): validation, path normalisation for Windows/Cygwin
+spellings, and the content hash that later tells recall a file: source changed. A file: ref
+names an absolute path (a relative one would resolve against whatever directory a later reader
+runs in); anything else, web URLs included, is refused."""
 
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ _CYGDRIVE = re.compile(r"^/cygdrive/([a-zA-Z])(/.*)?$")
 _MSYS = re.compile(r"^/([a-zA-Z])(/.*)?$")
 _WINDOWS = re.compile(r"^([a-zA-Z]):[\\/]")
 MAX_SOURCE_REF_CHARS = 4096
+# The schemes a ref may use: the spec's three, and the keys ZMem's own evaluation corpora carry.
+SCHEMES = ("file", "session", "db", "eval", "locomo")
+_USAGE = "must look like file:<absolute path>, session:<id> or db:<table>:<rowid>"
 
 
 def normalize_path(path: str) -> str:
@@ -33,13 +39,20 @@ def normalize_source_ref(ref: str) -> str:
     if len(ref) > MAX_SOURCE_REF_CHARS:
         raise UsageError(f"source_ref is longer than {MAX_SOURCE_REF_CHARS} characters")
     match = _SCHEME.match(ref)
-    if not match or not match.group(2).strip() or "\n" in ref:
-        raise UsageError(
-            f"source_ref {ref!r} must look like file:<path>, session:<id> or db:<table>:<rowid>"
-        )
+    if (
+        not match
+        or not match.group(2).strip()
+        or match.group(1) not in SCHEMES
+        or match.group(2).startswith("//")
+        or any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in ref)
+    ):
+        raise UsageError(f"source_ref {ref!r} {_USAGE}")
     scheme, rest = match.group(1), match.group(2).strip()
     if scheme == "file":
-        return "file:" + normalize_path(rest)
+        path = normalize_path(rest)
+        if not (path.startswith(("/", "~")) or _WINDOWS.match(path)):
+            raise UsageError(f"source_ref {ref!r}: a file: ref names an absolute path")
+        return "file:" + path
     if scheme == "db" and not re.fullmatch(r"[^:\s]+:[^:\s]+", rest):
         raise UsageError(f"source_ref {ref!r}: a db: ref is db:<table>:<rowid>")
     return f"{scheme}:{rest}"
