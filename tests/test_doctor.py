@@ -653,12 +653,65 @@ def test_data_dir(run_cli, isolated_env):
         and "does not exist yet" in checks["data-dir"]["detail"]
     )
     data = isolated_env / "data"
-    data.mkdir()
-    (data / "zmem-bg.log").write_text("line one\n2026 zmem-hook host=claude reason=injected\n")
+    data.mkdir(mode=0o700)
+    log = data / "zmem-bg.log"
+    log.write_text("line one\n2026 zmem-hook host=claude reason=injected\n")
+    log.chmod(0o600)
     _, _, checks = doctor(run_cli)
     c = checks["data-dir"]
     assert c["status"] == "ok" and c["last_hook"].endswith("reason=injected")
     assert c["socket"] is False
+
+
+def test_data_dir_readable_by_others_is_a_warning(run_cli, isolated_env):
+    data = isolated_env / "data"
+    data.mkdir(mode=0o700)
+    (data / "store.sqlite").write_bytes(b"")
+    (data / "store.sqlite").chmod(0o644)
+    _, _, checks = doctor(run_cli)
+    c = checks["data-dir"]
+    assert c["status"] == "warn" and c["exposed"] == [str(data / "store.sqlite")]
+    assert f"chmod -R go-rwx {data}" in c["detail"]
+    data.chmod(0o755)
+    (data / "store.sqlite").chmod(0o600)
+    _, _, checks = doctor(run_cli)
+    assert checks["data-dir"]["exposed"] == [str(data)]
+
+
+def test_files_zmem_creates_are_private_whatever_the_umask(tmp_path):
+    """The CLI, the hook client and the resident process create everything 0600 / 0700, the
+    store's WAL and the hook log included, under a permissive umask."""
+    import os
+    import subprocess
+    import sys
+
+    data = tmp_path / "fresh" / "data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZMEM_")}
+    env.update(ZMEM_DATA=str(data), ZMEM_EMBED_PROFILE="fake", ZMEM_HOOK_DAEMON="0")
+    loose = lambda: os.umask(0o002)  # noqa: E731
+    add = [sys.executable, "-m", "zmem", "add", "--namespace", "project:t", "--type", "fact"]
+    subprocess.run([*add, "--content", "a token lives here"], env=env, check=True, preexec_fn=loose)
+    payload = b'{"session_id": "s", "cwd": "/", "prompt": "where does the token live"}'
+    hook = [sys.executable, str(ROOT / "hooks" / "zmem_hook.py"), "UserPromptSubmit"]
+    subprocess.run(
+        [*hook, "--host", "claude"], input=payload, env=env, check=True, preexec_fn=loose
+    )
+    made = sorted(p for p in data.iterdir() if not p.name.startswith("."))
+    assert {p.name for p in made} >= {"store.sqlite", "zmem-bg.log"}
+    for path in (data, *made):
+        assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
+    # SQLite gives the WAL (which exists while a connection is open) the store's mode, even in a
+    # process that keeps a permissive umask (a host embedding the library).
+    old = os.umask(0o002)
+    try:
+        from zmem import MemoryStore
+
+        with MemoryStore.open(data / "store.sqlite", create=False) as store:
+            store.add("the wal exists now", namespace="project:t", type="fact")
+            wal = data / "store.sqlite-wal"
+            assert wal.exists() and wal.stat().st_mode & 0o077 == 0, oct(wal.stat().st_mode)
+    finally:
+        os.umask(old)
 
 
 # ---- read-only ------------------------------------------------------------------------------

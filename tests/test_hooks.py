@@ -276,6 +276,34 @@ def test_correction_prompt_is_queued(run_cli, store_path, repo, isolated_env):
     assert doc["count"] == 1 and doc["items"][0]["type"] == "correction"
 
 
+TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+@pytest.mark.parametrize(("mode", "redacted"), [("auto", True), ("manual", False)])
+def test_the_correction_queue_goes_through_the_capture_policy(
+    run_cli, store_path, repo, isolated_env, monkeypatch, mode, redacted
+):
+    """A secret in a correction prompt is redacted before it is queued in auto mode and flagged
+    in the others, exactly as an add would treat it (it used to land verbatim)."""
+    seed(store_path)
+    monkeypatch.setenv("ZMEM_CAPTURE_MODE", mode)
+    prompt = f"Remember that from now on we use token {TOKEN} for the \x1b[31mdeploy\x1b[0m."
+    hook(
+        run_cli,
+        "claude",
+        "UserPromptSubmit",
+        payload("claude", "UserPromptSubmit", repo, prompt=prompt),
+    )
+    queued = b"".join(p.read_bytes() for p in (isolated_env / "data").rglob("*.json"))
+    assert b"\x1b" not in queued and b"\\u001b" not in queued
+    (item,) = json.loads(run_cli("queue-list", "--namespace", REMOTE_NS, "--json").output)["items"]
+    if redacted:
+        assert TOKEN.encode() not in queued and TOKEN not in item["message"]
+        assert "[REDACTED" in item["message"] and item["redacted"] == 1
+    else:
+        assert item["secret_warning"] is True and TOKEN in item["message"]
+
+
 @pytest.mark.parametrize(
     "raw",
     ["", "not json", "[1, 2]", "null", '{"prompt": 5, "cwd": 7}', '{"tool_input": "x"}', "{" * 50],

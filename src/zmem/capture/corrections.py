@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zmem.capture import secrets
+from zmem.capture.policy import strip_controls
+
 MAX_MESSAGE_CHARS = 2000
 MIN_CONFIDENCE = 0.5
 
@@ -109,10 +112,23 @@ def _user_texts(entry: Any) -> list[str]:
     return out
 
 
-def mine_transcript(path: Path, redact: Any = None) -> dict[str, Any]:
-    """{"count", "items"} for the corrections in a transcript. redact(text) -> (text, n), when
-    given, replaces likely secrets; otherwise secret-looking items are only flagged by the
-    caller."""
+def screen(found: dict[str, Any], capture_mode: str) -> dict[str, Any]:
+    """A candidate through the capture policy before it is queued or printed, as an add's
+    content would be: escapes and control characters removed; likely secrets redacted in
+    `auto` mode, flagged (`secret_warning`) in the others, never written silently."""
+    message, _ = strip_controls(found["message"])
+    if capture_mode == "auto":
+        message, redacted = secrets.redact(message)
+        if redacted:
+            found["redacted"] = redacted
+    elif secrets.looks_like_secret(message):
+        found["secret_warning"] = True
+    found["message"] = message
+    return found
+
+
+def mine_transcript(path: Path, capture_mode: str = "manual") -> dict[str, Any]:
+    """{"count", "items"} for the corrections in a transcript, each through screen()."""
     items: list[dict[str, Any]] = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
@@ -127,7 +143,5 @@ def mine_transcript(path: Path, redact: Any = None) -> dict[str, Any]:
                 found = detect(text)
                 if found is None:
                     continue
-                if redact is not None:
-                    found["message"], _ = redact(found["message"])
-                items.append(found)
+                items.append(screen(found, capture_mode))
     return {"count": len(items), "items": items}

@@ -10,7 +10,7 @@ from pathlib import Path
 import apsw
 import click
 
-from zmem import __version__, config
+from zmem import __version__, config, layout
 from zmem.cli import output
 from zmem.errors import ZMemError
 from zmem.store import MemoryStore, failures
@@ -113,6 +113,7 @@ def cli(ctx: click.Context, store_path: str | None) -> None:
 
 
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
+    layout.keep_private()
     cli.main(args=argv, prog_name=prog_name or Path(sys.argv[0]).name or "zmem")
 
 

@@ -76,18 +76,11 @@ def queue_clear(namespace: str, ids: tuple[str, ...], all_items: bool, drop_stal
 @click.option("--json", "as_json", is_flag=True, help="Accepted for parity; output is JSON.")
 def corrections_cmd(transcript: str, as_json: bool) -> None:
     """Mine a Claude Code transcript for user corrections (read-only; never opens the store)."""
-    from zmem.capture import secrets
-
     settings = config.load_settings()
     path = Path(transcript)
     if not path.is_file():
         raise click.UsageError(f"transcript not found: {transcript}")
-    redact = secrets.redact if settings.capture_mode == "auto" else None
-    result = corrections.mine_transcript(path, redact=redact)
-    if redact is None:
-        for item in result["items"]:
-            if secrets.looks_like_secret(item["message"]):
-                item["secret_warning"] = True
+    result = corrections.mine_transcript(path, settings.capture_mode)
     output.emit_json(result, indent=None)
 
 

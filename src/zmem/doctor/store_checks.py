@@ -342,7 +342,29 @@ def data_dir_check(data: Path) -> dict[str, Any]:
         return check("data-dir", OK, f"{data} does not exist yet (created on first use)")
     daemon = (data / SOCKET_NAME).exists()
     detail = f"{data}; resident process socket {'present' if daemon else 'absent'}"
+    exposed = _readable_by_others(data)
+    if exposed:
+        detail = (
+            f"{len(exposed)} path(s) other local users can read, e.g. {exposed[0]}: memories may "
+            f"hold secrets; tighten with `chmod -R go-rwx {data}`"
+        )
+        return check("data-dir", WARN, detail, last_hook=last, socket=daemon, exposed=exposed)
     return check("data-dir", OK, detail, last_hook=last, socket=daemon)
+
+
+def _readable_by_others(data: Path) -> list[str]:
+    """The data dir itself and the files in it (not below: the model cache is public data)
+    that grant group or other any access."""
+    out = []
+    for path in (data, *sorted(data.iterdir())):
+        try:
+            if path.is_symlink() or (path != data and path.is_dir()):
+                continue
+            if path.stat().st_mode & 0o077:
+                out.append(str(path))
+        except OSError:
+            continue
+    return out
 
 
 def namespace_check(project: str | None, settings: config.Settings) -> dict[str, Any]:

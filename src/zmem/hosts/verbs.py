@@ -197,6 +197,8 @@ class Hooks:
     def _queue_correction(self, ns: str, event: HookEvent, prompt: str) -> None:
         found = corrections.detect(prompt)
         if found is not None:
+            # The queue is a capture path too: the same policy as an add (issue 15).
+            found = corrections.screen(found, self.settings.capture_mode)
             found["session"] = event.session_id
             sidecars.enqueue(self.data_dir, ns, found)
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from zmem.hosts import emit, events
-from zmem.layout import LOG_NAME, SOCKET_NAME, SPAWN_STAMP
+from zmem.layout import LOG_NAME, SOCKET_NAME, SPAWN_STAMP, keep_private
 from zmem.resident import dispatch, wire
 from zmem.resident.code import PACKAGE_DIR
 
@@ -191,6 +191,7 @@ def _with_deadline(ev: events.HookEvent, seconds: float) -> events.Outcome | Non
 def main(argv: list[str] | None = None, raw: bytes | None = None, ask_daemon: bool = True) -> None:
     """Process entry (the launchers): always exit 0, never wait for a stuck verb. The launcher
     passes stdin it already read and whether the resident process was already asked."""
+    keep_private()
     event, host = wire.parse_argv(sys.argv[1:] if argv is None else argv)
     if raw is None:
         try:

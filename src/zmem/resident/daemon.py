@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from zmem import layout
 from zmem.config import load_settings
 from zmem.hosts import events
 from zmem.hosts.verbs import Hooks
@@ -172,6 +173,7 @@ class Resident:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    layout.keep_private()
     data_dir = Path(args[0]) if args else client.data_dir()
     resident = Resident(data_dir)
     try:

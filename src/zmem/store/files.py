@@ -13,6 +13,7 @@ import apsw
 from zmem.db.connect import connect
 from zmem.db.migrate import migrate
 from zmem.errors import NotFound, StoreUnavailable
+from zmem.layout import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
 
 
 def check(path: Path, create: bool) -> bool:
@@ -46,6 +47,12 @@ def create(path: Path) -> None:
     the others open it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
     try:
+        # Private from its first byte, in any process that opens it (a host embedding the
+        # library keeps its own umask): SQLite gives the WAL and -shm files the mode of the
+        # database file. The data dir itself is made 0700 when this creates it.
+        path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE_MODE))
+        os.chmod(tmp, PRIVATE_FILE_MODE)  # a permissive umask cannot widen it either
         conn = connect(tmp)
         try:
             migrate(conn)
