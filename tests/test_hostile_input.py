@@ -377,3 +377,90 @@ def json_of(result) -> dict:
 
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
+
+
+# ---- corruption: every shape, through the CLI and through the hooks -------------------------
+
+
+def _corrupt(store: Path, kind: str) -> None:
+    import random
+
+    rnd = random.Random(11)
+    if kind == "zero-bytes":
+        store.write_bytes(b"")
+    elif kind == "truncated":
+        store.write_bytes(store.read_bytes()[: 3 * 4096 + 100])
+    elif kind == "random-pages":
+        raw = bytearray(store.read_bytes())
+        for page in rnd.sample(range(1, len(raw) // 4096), 8):
+            raw[page * 4096 : (page + 1) * 4096] = rnd.randbytes(4096)
+        store.write_bytes(bytes(raw))
+    elif kind == "garbage-wal":
+        store.with_name(store.name + "-wal").write_bytes(rnd.randbytes(64 * 1024))
+    elif kind == "text-file":
+        store.write_text("my notes, not a database\n" * 40)
+    elif kind == "directory":
+        store.unlink()
+        store.mkdir()
+        (store / "x").write_text("x")
+
+
+CORRUPTIONS = ("zero-bytes", "truncated", "random-pages", "garbage-wal", "text-file", "directory")
+
+
+@pytest.fixture
+def built(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    monkeypatch.setenv("ZMEM_DATA", str(tmp_path / "data"))
+    store = tmp_path / "data" / "store.sqlite"
+    with MemoryStore.open(store) as s:
+        for i in range(200):
+            s.add(
+                f"lesson {i}: run the linter before pushing module {i}", namespace=NS, type="lesson"
+            )
+    return store
+
+
+@pytest.mark.parametrize("kind", CORRUPTIONS)
+def test_the_cli_answers_any_corruption_in_one_line(built, kind):
+    _corrupt(built, kind)
+    for args in (*READS, ("add", "--namespace", NS, "--type", "fact", "--content", "fresh fact")):
+        result = CliRunner().invoke(cli, ["--store", str(built), *args])
+        assert "Traceback" not in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+        if result.exit_code:
+            assert result.exit_code == 2, (args, result.output)
+            assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    if kind == "zero-bytes":
+        assert built.read_bytes() == b""  # refused, never started over
+
+
+@pytest.mark.parametrize("kind", CORRUPTIONS)
+@pytest.mark.parametrize("event", ["SessionStart", "UserPromptSubmit"])
+def test_every_hook_fails_open_on_a_corrupt_store(built, tmp_path, kind, event):
+    """The launcher as hosts run it, no resident process: exit 0, nothing a host would show
+    from a broken store, well within the deadline, and one log line saying why."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    _corrupt(built, kind)
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, ZMEM_HOOK_DAEMON="0", ZMEM_STORE=str(built))
+    body = {"session_id": "s1", "cwd": str(tmp_path), "prompt": "run the linter?"}
+    t0 = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-S", str(root / "hooks" / "zmem_hook.py"), event, "--host", "claude"],
+        input=json.dumps(body).encode(),
+        capture_output=True,
+        env=env,
+        timeout=30,
+    )
+    elapsed = time.monotonic() - t0
+    assert done.returncode == 0 and done.stderr == b""
+    assert b"lesson" not in done.stdout  # no memory text from a damaged store
+    assert elapsed < 8.0
+    log = (built.parent / "zmem-bg.log").read_text().splitlines()
+    assert f"event={event}" in log[-1]
