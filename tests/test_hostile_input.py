@@ -178,7 +178,14 @@ def test_a_bad_input_is_refused_with_one_line_and_writes_nothing(seeded, case):
 # ---- stores that are not stores, and stores that are not there ------------------------------
 
 
-READS = (("stats",), ("recall", "--query", "x"), ("list",), ("recent",), ("search", "--text", "x"))
+READS = (
+    ("stats",),
+    ("recall", "--query", "x"),
+    ("list",),
+    ("recent",),
+    ("search", "--text", "x"),
+    ("reembed", "--dry-run"),
+)
 
 
 @pytest.mark.parametrize("args", READS, ids=lambda a: a[0])

@@ -43,7 +43,7 @@ def reembed(obj, everything, profile, batch, dry_run, confirm, as_json):
     """
     settings = config.load_settings(store_path=obj.store_path)
     # Opened without the dimension check: converting a mismatched store is this command's job.
-    with MemoryStore.open(settings=settings, check_vectors=False) as store:
+    with MemoryStore.open(settings=settings, check_vectors=False, create=False) as store:
         bar = output.progress_bar("reembed") if not dry_run else None
         try:
             report = store.reembed(
