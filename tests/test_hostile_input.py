@@ -471,3 +471,44 @@ def test_every_hook_fails_open_on_a_corrupt_store(built, tmp_path, kind, event):
     assert elapsed < 8.0
     log = (built.parent / "zmem-bg.log").read_text().splitlines()
     assert f"event={event}" in log[-1]
+
+
+def test_a_busy_store_exits_3_with_nothing_written(built, monkeypatch):
+    """Another session holds the write lock past the busy timeout: one line, exit 3 (run it
+    again), distinct from 1 (the target is gone)."""
+    import apsw
+
+    from zmem.db import connect as connect_mod
+
+    monkeypatch.setattr(connect_mod, "BUSY_TIMEOUT_MS", 200)
+    holder = apsw.Connection(str(built))
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        add = ("add", "--namespace", NS, "--type", "fact", "--content", "written while locked")
+        result = CliRunner().invoke(cli, ["--store", str(built), *add])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert result.exit_code == 3, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "is busy" in line and "run the command again" in line
+    with MemoryStore.open(built) as s:
+        assert not any("written while locked" in m.content for m in s.list())
+
+
+def test_an_unexpected_error_is_one_line_and_exit_4(built, monkeypatch):
+    from zmem.store.memory_store import MemoryStore as Store
+
+    def broken(self, **kw):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(Store, "stats", broken)
+    result = CliRunner().invoke(cli, ["--store", str(built), "stats"])
+    assert result.exit_code == 4
+    assert result.stderr.strip().splitlines() == [
+        "zmem: error: internal error (RuntimeError: a bug); this is a bug in zmem: "
+        "ZMEM_DEBUG=1 shows the traceback"
+    ]
+    monkeypatch.setenv("ZMEM_DEBUG", "1")
+    result = CliRunner().invoke(cli, ["--store", str(built), "stats"])
+    assert isinstance(result.exception, RuntimeError)  # the traceback is let through
