@@ -134,6 +134,11 @@ def _cases(a: str) -> list[tuple[tuple[str, ...], int]]:
         (("links", "--add", "--id", a, "--id", MISSING, "--relation", "related"), 1),
         (("links", "--add", "--id", a, "--relation", "related"), 2),
         (("links", "--add", "--id", a, "--id", MISSING, "--relation", "hates"), 2),
+        (("links", "--add", "--id", a, "--id", MISSING, "--relation", "supports"), 2),
+        (
+            ("links", "--add", "--id", a, "--id", MISSING, "--relation", "related", "--score", "5"),
+            2,
+        ),
         (("contradict", "--id", a, "--id", MISSING, "--reason", "x"), 1),
         (("entity-merge", "--from", "e1", "--to", "e1"), 2),
         (("entity-merge", "--from", "nope", "--to", "nada"), 2),
@@ -512,3 +517,11 @@ def test_an_unexpected_error_is_one_line_and_exit_4(built, monkeypatch):
     monkeypatch.setenv("ZMEM_DEBUG", "1")
     result = CliRunner().invoke(cli, ["--store", str(built), "stats"])
     assert isinstance(result.exception, RuntimeError)  # the traceback is let through
+
+
+def test_a_bad_link_score_names_the_option(seeded):
+    path, a, b = seeded
+    args = ["links", "--add", "--id", a, "--id", b, "--relation", "related", "--score", "5"]
+    result = CliRunner().invoke(cli, ["--store", str(path), *args])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "zmem: error: --score 5.0 must be between 0 and 1"

@@ -103,13 +103,14 @@ def merge_tags(existing: Iterable[str], extra: Iterable[str]) -> tuple[str, ...]
     return parse_tags([*existing, *extra])
 
 
-def validate_confidence(confidence: float) -> float:
+def validate_confidence(confidence: float, name: str = "confidence") -> float:
+    """A 0..1 number; `name` is what the error calls it (the option the user typed)."""
     try:
         value = float(confidence)
     except (TypeError, ValueError):
-        raise UsageError(f"confidence {confidence!r} is not a number") from None
+        raise UsageError(f"{name} {confidence!r} is not a number") from None
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise UsageError(f"confidence {confidence!r} must be between 0 and 1")
+        raise UsageError(f"{name} {confidence!r} must be between 0 and 1")
     return value
 
 

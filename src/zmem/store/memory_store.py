@@ -460,7 +460,7 @@ class MemoryStore:
         if relation in ("contradicts", "supports"):
             reason = _require_reason(reason, f"a {relation} link")
         if score is not None:
-            score = policy.validate_confidence(score)
+            score = policy.validate_confidence(score, "--score")
         with transaction(self._conn):
             first, second = self._link_pair(a, b)
             at = config.now_iso()
