@@ -604,9 +604,12 @@ def test_wal_checkpoints_run_beside_the_writer_and_the_wal_starts_over(store_pat
         assert helper._thread is not None and helper._thread.is_alive()
     assert not helper._thread.is_alive()
     assert not wal.exists()
-    # The WAL started over again and again: 400 adds write ~5,000 pages, the file held far
-    # fewer (about the hard limit, plus what commits while a helper round holds the lock).
-    assert largest < 3 * 300 * (4096 + 24)
+    # The WAL started over again and again: 400 adds write ~5,000 pages, and a WAL that never
+    # restarted would hold them all (~20 MB). Idle, it holds about the hard limit plus what
+    # commits while a helper round holds the lock (< 3 x 300 pages); late in a full suite run on
+    # a loaded 2-core machine the helper thread fell behind to 1,426 pages (5.9 MB). The bound
+    # proves the restarts, not a scheduling figure.
+    assert largest < 2000 * (4096 + 24)
     with MemoryStore.open(store_path) as store:
         assert [store.get(i).id for i in ids] == ids
 
