@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from zmem import MemoryStore
-from zmem.capture.policy import strip_controls
+from zmem.capture.controls import strip_controls
 from zmem.db import memories
 from zmem.errors import Refusal
 from zmem.models import MAX_CONTENT_CHARS

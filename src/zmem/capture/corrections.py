@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from zmem.capture import secrets
-from zmem.capture.policy import strip_controls
+from zmem.capture.controls import strip_controls
 
 MAX_MESSAGE_CHARS = 2000
 MIN_CONFIDENCE = 0.5

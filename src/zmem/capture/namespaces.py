@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import re
 
+from zmem.capture.controls import has_controls
 from zmem.errors import Refusal, UsageError
 from zmem.models import GLOBAL_NAMESPACE, MAX_NAMESPACE_CHARS
 
@@ -60,7 +61,7 @@ def _check(namespace: str) -> None:
         raise UsageError("namespace must not be empty (e.g. project:<repo> or user:global)")
     if len(namespace) > MAX_NAMESPACE_CHARS:
         raise UsageError(f"namespace is longer than {MAX_NAMESPACE_CHARS} characters")
-    if any(ch.isspace() or ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in namespace):
+    if any(ch.isspace() for ch in namespace) or has_controls(namespace):
         raise UsageError(f"namespace {namespace!r} contains whitespace or control characters")
     shape = _SHAPE.match(namespace)
     if shape is None and not is_near_miss_global(namespace):

@@ -5,11 +5,11 @@ taint defaults, the closed enums, the content cap, secret redaction (auto mode) 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from zmem.capture.controls import has_controls, strip_controls
 from zmem.capture.injection import injection_shapes
 from zmem.capture.namespaces import validate_namespace
 from zmem.capture.secrets import find_secrets, looks_like_secret, redact
@@ -65,20 +65,6 @@ def validate_content(content: str) -> str:
     return content
 
 
-# Terminal escape sequences (colour, cursor moves, titles) and the other C0/C1 control
-# characters: read back into a terminal or a model's context they act instead of reading.
-# Tab, newline and carriage return are text.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-
-
-def strip_controls(text: str) -> tuple[str, int]:
-    """The text without escape sequences and control characters, and how many were removed."""
-    text, escapes = _ESCAPES.subn("", text)
-    text, controls = _CONTROLS.subn("", text)
-    return text, escapes + controls
-
-
 def parse_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
     """ "a, b,a" or ["a", "b"] → ("a", "b"): trimmed, de-duplicated case-insensitively."""
     if tags is None:
@@ -91,7 +77,7 @@ def parse_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
             continue
         if len(tag) > MAX_TAG_CHARS:
             raise UsageError(f"tag {tag[:20]!r}... is longer than {MAX_TAG_CHARS} characters")
-        if any(ord(ch) < 32 for ch in tag):
+        if has_controls(tag):
             raise UsageError(f"tag {tag!r} contains control characters")
         seen.setdefault(tag.lower(), tag)
     if len(seen) > MAX_TAGS:

@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 
+from zmem.capture.controls import has_controls
 from zmem.errors import UsageError
 
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*):(.+)$", re.DOTALL)
@@ -44,7 +45,7 @@ def normalize_source_ref(ref: str) -> str:
         or not match.group(2).strip()
         or match.group(1) not in SCHEMES
         or match.group(2).startswith("//")
-        or any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in ref)
+        or has_controls(ref)
     ):
         raise UsageError(f"source_ref {ref!r} {_USAGE}")
     scheme, rest = match.group(1), match.group(2).strip()
