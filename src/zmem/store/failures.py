@@ -9,6 +9,7 @@ from pathlib import Path
 
 import apsw
 
+from zmem.db import connect
 from zmem.errors import StoreBusy, StoreUnavailable, ZMemError
 
 
@@ -17,10 +18,16 @@ def explain(exc: apsw.Error, store: Path | str | None = None) -> ZMemError:
     detail = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, apsw.BusyError | apsw.LockedError):
         return StoreBusy(
-            f"{where} is busy: another session held its write lock past the 15 s timeout "
-            "(nothing was written); run the command again"
+            f"{where} is busy: another session held its write lock past the "
+            f"{connect.BUSY_TIMEOUT_MS / 1000:g} s timeout (nothing was written); run the "
+            "command again"
         )
-    if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
+    if isinstance(exc, apsw.NotADBError):
+        return StoreUnavailable(
+            f"cannot use {where}: it is not a database, or its header is damaged ({detail}); "
+            "run `zmem doctor`, and restore a backup copy if it was a store"
+        )
+    if isinstance(exc, apsw.CorruptError):
         return StoreUnavailable(
             f"{where} is damaged ({detail}); run `zmem doctor`, then restore a backup copy of it"
         )

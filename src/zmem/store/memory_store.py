@@ -40,7 +40,7 @@ from zmem.models import (
 from zmem.retrieval.explain import Verdict
 from zmem.retrieval.request import RecallReport, RecallRequest
 from zmem.retrieval.scoring import row_injection_risk
-from zmem.store import files
+from zmem.store import failures, files
 from zmem.store.reads import Reader
 from zmem.store.vectors import StoreVectors
 
@@ -91,7 +91,9 @@ class MemoryStore:
             files.create(settings.store_path)
         try:
             conn = connect(settings.store_path)
-        except (apsw.Error, OSError) as exc:
+        except apsw.Error as exc:
+            raise failures.explain(exc, settings.store_path) from exc
+        except OSError as exc:
             raise StoreUnavailable(f"cannot open store {settings.store_path}: {exc}") from exc
         try:
             notices: list[str] = []
@@ -106,7 +108,7 @@ class MemoryStore:
             store.vectors.prepare(check_vectors)
         except apsw.Error as exc:
             conn.close()
-            raise StoreUnavailable(f"cannot use store {settings.store_path}: {exc}") from exc
+            raise failures.explain(exc, settings.store_path) from exc
         except BaseException:
             conn.close()
             raise
