@@ -23,7 +23,14 @@ from zmem.retrieval import unfold as lineage
 from zmem.retrieval.lanes import Lane, LaneResult, QueryPlan
 from zmem.retrieval.mmr import Similarity, mmr_order
 from zmem.retrieval.render import apply_token_budget, tokens_used
-from zmem.retrieval.request import RecallReport, RecallRequest, Tier, TraceEntry, Tracer
+from zmem.retrieval.request import (
+    NO_TRACE,
+    RecallReport,
+    RecallRequest,
+    Tier,
+    TraceEntry,
+    Tracer,
+)
 from zmem.retrieval.scoring import ScoringContext, passive_block, row_injection_risk
 
 if TYPE_CHECKING:
@@ -36,7 +43,6 @@ MMR_WINDOW_MIN = 20
 MMR_WINDOW_PER_RESULT = 4
 NAMESPACE_TIER = "namespace"
 GLOBAL_TIER = "global"
-_OFF = Tracer()
 
 
 def plan_tiers(conn: apsw.Connection, req: RecallRequest, floor: float) -> list[Tier]:
@@ -231,7 +237,7 @@ def run_tier(
     tier: Tier,
     req: RecallRequest,
     floor: float,
-    tracer: Tracer = _OFF,
+    tracer: Tracer = NO_TRACE,
 ) -> TierResult:
     fused = fuse(ctx.conn, plan, pool(ctx.conn, plan, lanes, tier))
     scored, order = floor_and_score(ctx, fused, floor, tier, tracer)
@@ -259,7 +265,7 @@ def run(
     vector: bytes | None = None,
     similarity_scale: tuple[float, float] = (0.2, 0.55),
     vector_cache: VectorCache | None = None,
-    tracer: Tracer = _OFF,
+    tracer: Tracer = NO_TRACE,
 ) -> RecallReport:
     """The whole read: tiers, link expansion, optional lineage unfold (None: as the request
     says; --explain passes False), entity cards, the token budget."""
@@ -278,7 +284,9 @@ def run(
 
     if req.link_hops >= 1 and req.link_budget > 0:
         hits += links.expand(ctx, hits, report.tiers, req, floor)
-    if req.unfolds if unfold is None else unfold:
+    if unfold is None:
+        unfold = req.unfolds
+    if unfold:
         hits += lineage.unfold(ctx, hits, report.tiers)
 
     cards = db.entity_cards(conn, [h.id for h in hits])
@@ -296,7 +304,7 @@ def run(
 
 
 def _finish(
-    report: RecallReport, settings: Settings, req: RecallRequest, tracer: Tracer = _OFF
+    report: RecallReport, settings: Settings, req: RecallRequest, tracer: Tracer = NO_TRACE
 ) -> RecallReport:
     """The token budget binds passive (injected) surfaces; explicit reads only report usage."""
     report.tokens_budget = settings.inject_token_budget

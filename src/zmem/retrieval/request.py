@@ -143,8 +143,9 @@ class TraceEntry:
 
 
 class Tracer:
-    """Collects one TraceEntry per candidate for --explain. Off (the default) it holds nothing
-    and the pipeline builds no entry: every call site checks `on` first."""
+    """Collects one TraceEntry per candidate for --explain. Off (NO_TRACE, what every other
+    read passes) it holds nothing and the pipeline builds no entry: every call site checks
+    `on` first."""
 
     def __init__(self, on: bool = False):
         self.on = on
@@ -152,6 +153,9 @@ class Tracer:
 
     def add(self, entry: TraceEntry) -> None:
         self.entries[entry.id] = entry
+
+
+NO_TRACE = Tracer()
 
 
 @dataclass

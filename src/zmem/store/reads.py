@@ -6,7 +6,6 @@ in db/; the store owns one Reader and hands it its connection and embedding stat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import apsw
@@ -20,7 +19,7 @@ from zmem.models import Hit
 from zmem.retrieval import explain, pipeline
 from zmem.retrieval.explain import Verdict
 from zmem.retrieval.lanes import DENSE_LANES, HYBRID_LANES, LEXICAL_LANES
-from zmem.retrieval.request import RecallReport, RecallRequest, Tracer
+from zmem.retrieval.request import NO_TRACE, RecallReport, RecallRequest, Tracer
 from zmem.store.vectors import StoreVectors
 
 PASSIVE_BUSY_TIMEOUT_MS = 50
@@ -52,10 +51,9 @@ class Reader:
     def explain(
         self, req: RecallRequest, target: str | None = None
     ) -> tuple[RecallReport, list[Verdict], dict[str, Any]]:
-        """recall --explain: the same pipeline with zero writes and the tracer on, one verdict
-        per row (or per row the target names); it never unfolds. A failing verdict step
-        degrades to explain_unavailable; the results stand."""
-        req = replace(req, telemetry=False)
+        """recall --explain: the same pipeline with the tracer on and zero writes (it never
+        reaches the telemetry step), one verdict per row (or per row the target names); it
+        never unfolds. A failing verdict step degrades to explain_unavailable."""
         tracer = Tracer(on=True)
         report = self._ranked(req, unfold=False, tracer=tracer)
         try:
@@ -66,7 +64,7 @@ class Reader:
         return report, found, req.explain_settings(report.hybrid)
 
     def _ranked(
-        self, req: RecallRequest, *, unfold: bool | None = None, tracer: Tracer | None = None
+        self, req: RecallRequest, *, unfold: bool | None = None, tracer: Tracer = NO_TRACE
     ) -> RecallReport:
         # Hybrid is the default whenever this store can embed the query and holds a vector
         # index; anything missing (runtime, model, sqlite-vec) falls back to lexical + entity,
@@ -90,7 +88,7 @@ class Reader:
                 vector=vector,
                 similarity_scale=PROFILE_SIMILARITY[self.settings.embed_profile],
                 vector_cache=vectors.cache,
-                tracer=tracer or Tracer(),
+                tracer=tracer,
             )
 
     # ---- telemetry ---------------------------------------------------------------------------
