@@ -84,6 +84,7 @@ class HookEvent:
         "agent_type",
         "task",
         "stop_hook_active",
+        "query",
     )
 
     def __init__(
@@ -107,6 +108,9 @@ class HookEvent:
         self.prompt, self.tool_name, self.command, self.paths = prompt, tool_name, command, paths
         self.tool_failed, self.source, self.transcript_path = tool_failed, source, transcript_path
         self.agent_type, self.task, self.stop_hook_active = agent_type, task, stop_hook_active
+        # What a PreToolUse recalls on, once the dispatch has derived it (opsring.tool_query):
+        # the check that there is anything to recall and the verb share one derivation.
+        self.query: str | None = None
 
 
 class BadPayload(ValueError):

@@ -218,7 +218,7 @@ class Hooks:
     # ---- PreToolUse --------------------------------------------------------------------------
 
     def pre_tool(self, event: HookEvent) -> Outcome:
-        query = opsring.tool_query(event)
+        query = event.query if event.query is not None else opsring.tool_query(event)
         ns = self.namespace(event)
         report = self.store.read(self._prefetch(query, ns, PRETOOL_LIMIT))
         report.hits = [h for h in report.hits if h.memory.type in PRETOOL_TYPES]

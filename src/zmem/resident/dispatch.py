@@ -31,10 +31,12 @@ def skip_reason(host: str, ev: events.HookEvent, query_context: bool) -> str | N
         return "skipped"
     if name not in emit.CONTEXT_EVENTS.get(host, ()):
         return "skipped"  # the host would drop the context: no recall for nothing
-    if name == "PreToolUse" and (
-        not query_context or ev.tool_name not in events.HAZARD_TOOLS or not opsring.tool_query(ev)
-    ):
-        return "skipped"
+    if name == "PreToolUse":
+        if not query_context or ev.tool_name not in events.HAZARD_TOOLS:
+            return "skipped"
+        ev.query = opsring.tool_query(ev)  # the verb recalls on it; derived once
+        if not ev.query:
+            return "skipped"
     if name == "UserPromptSubmit":
         prompt = (ev.prompt or "").strip()
         if not prompt or prompt.startswith(HOST_NOTICES):
