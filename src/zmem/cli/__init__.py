@@ -78,7 +78,7 @@ class ZMemGroup(click.Group):
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except Exception as exc:
-            if os.environ.get("ZMEM_DEBUG", "").strip() not in ("", "0"):
+            if os.environ.get("ZMEM_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):
                 raise
             output.error(
                 f"internal error ({type(exc).__name__}: {exc}); this is a bug in zmem: "

@@ -4,7 +4,7 @@ people, and warnings on stderr."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sized
 from typing import Any, TypeVar
 
 import click
@@ -183,7 +183,7 @@ class _Bar:
             self._task = self._progress.add_task(label, total=None)
             self._progress.start()
 
-    def update(self, done: int, total: int) -> None:
+    def update(self, done: int, total: int | None) -> None:
         if self._progress is not None:
             self._progress.update(self._task, completed=done, total=total)
 
@@ -197,31 +197,16 @@ def progress_bar(label: str) -> _Bar:
 
 
 def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
-    """evaluation's Tracker: yield items, drawing a bar on stderr when it is a terminal."""
-    import sys
-
-    if not sys.stderr.isatty():
-        yield from items
-        return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        yield from progress.track(items, total=total, description=description)
+    """evaluation's Tracker, on the same bar as the CLI's long jobs."""
+    if total is None and isinstance(items, Sized):
+        total = len(items)
+    bar = _Bar(description)
+    try:
+        for done, item in enumerate(items, start=1):
+            yield item
+            bar.update(done, total)
+    finally:
+        bar.close()
 
 
 def reembed_text(r: Mapping[str, Any]) -> str:

@@ -30,14 +30,20 @@ def check(path: Path, create: bool) -> bool:
         return False
     except OSError as exc:
         raise StoreUnavailable(f"cannot open store {path}: {exc}") from exc
-    wal = path.with_name(path.name + "-wal")
-    if size == 0 and not (wal.exists() and wal.stat().st_size > 0):
+    if size == 0 and not _has_wal(path):
         # SQLite would take an empty file for a new database and quietly start over in it.
         raise StoreUnavailable(
             f"store {path} is an empty file (0 bytes): whatever it held is gone. Restore a "
             "backup copy over it, or delete it to start a new store"
         )
     return True
+
+
+def _has_wal(path: Path) -> bool:
+    try:
+        return path.with_name(path.name + "-wal").stat().st_size > 0
+    except OSError:
+        return False
 
 
 def create(path: Path) -> None:
