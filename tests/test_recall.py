@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zmem import MemoryStore
+from zmem.errors import UsageError
 from zmem.retrieval import fusion
 from zmem.retrieval.query import fts_expression, is_change_intent, query_terms
 from zmem.retrieval.request import RecallRequest
@@ -620,3 +621,47 @@ def test_passive_recent_pages_past_a_run_of_blocked_rows(store, monkeypatch):
     report = store.recent(namespace=NS, limit=1, passive=True)
     assert ids(report.hits) == [keep]
     assert report.omitted == 40
+
+
+# ---- the one request type ----------------------------------------------------------------------
+
+
+def test_the_named_constructors_give_the_explicit_and_the_passive_shapes():
+    explicit = RecallRequest.explicit("what changed about the deploy target")
+    assert not explicit.passive and explicit.telemetry and not explicit.include_global
+    assert explicit.unfolds  # a change-intent question on the explicit path may unfold
+    hook = RecallRequest.prefetch("what changed about the deploy target", namespace=NS)
+    assert hook.passive and not hook.telemetry and hook.include_global
+    assert not hook.unfolds  # passive reads never unfold
+    assert RecallRequest.prefetch(kind="recent", include_global=False).include_global is False
+
+
+def test_each_kind_has_its_defaults_and_they_survive_replace():
+    import dataclasses
+
+    search = RecallRequest("pytest", kind="search", link_hops=1, min_confidence=0.9)
+    assert (search.limit, search.link_hops, search.link_budget) == (10, 0, 0)
+    assert search.no_unfold and search.min_confidence == 0.0  # search has no floor
+    assert RecallRequest("pytest").limit == 5 and RecallRequest(kind="recent").limit == 5
+    again = dataclasses.replace(RecallRequest("x", as_of="2026-03-15"), limit=7)
+    assert again.as_of == "2026-03-15T00:00:00.000000Z" and again.limit == 7
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"query": ""},
+        {"query": "x", "kind": "browse"},
+        {"query": "x", "limit": 0},
+        {"query": "x", "limit": 100_001},
+        {"query": "x", "link_hops": 2},
+        {"query": "x", "min_confidence": 1.5},
+        {"query": "x", "namespace": " "},
+        {"query": "x", "as_of": "soon"},
+        {"query": "x\udcff"},
+    ],
+    ids=str,
+)
+def test_a_request_is_refused_before_any_read(fields):
+    with pytest.raises(UsageError):
+        RecallRequest(**fields)
