@@ -200,5 +200,13 @@ def get_meta(conn: apsw.Connection, key: str) -> str | None:
     return row[0] if row else None
 
 
+def set_meta(conn: apsw.Connection, key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
 def delete_meta(conn: apsw.Connection, key: str) -> None:
     conn.execute("DELETE FROM meta WHERE key = ?", (key,))

@@ -1,8 +1,9 @@
-"""The vector index: `memory_vec`, a sqlite-vec vec0 table keyed by memory rid and partitioned
-by namespace, holding the vectors of LIVE rows only (a tombstone deletes its vector). Its
-dimension comes from the embedding profile, so it is created at run time, not by a migration;
-`meta` records which profile and dimension the store's vectors are committed to. The extension
-is loaded by path so the hot path never imports numpy (the sqlite_vec package does)."""
+"""The vector index: a sqlite-vec vec0 table keyed by memory rid and partitioned by namespace,
+holding the vectors of LIVE rows only (a tombstone deletes its vector). Its size comes from the
+embedding profile, so it is created at run time, not by a migration; `meta` records the profile
+and dimension the store's vectors are committed to and which of two table names is live (a
+conversion builds the other beside it, with a staging table, then flips). The extension is
+loaded by path so the hot path never imports numpy (the sqlite_vec package does)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ from zmem.db import graph
 PROFILE_KEY = "embedding_profile"
 DIM_KEY = "embedding_dim"
 TABLE = "memory_vec"
+TABLE_KEY = "embedding_table"
+# vec0 tables cannot be renamed (their shadow tables keep the old name), so a conversion builds
+# its index under the other name and meta says which one is live.
+TABLES = (TABLE, "memory_vec_b")
+STAGE = "memory_vec_stage"
 MAX_K = 4096  # vec0 refuses a larger k
 # Bumped by every vector write, replace or drop in this process: an in-memory copy of the
 # index (retrieval.vector_cache) is stale once it moves. Other processes' writes show in
@@ -74,8 +80,20 @@ def data_version(conn: apsw.Connection) -> int:
     return conn.execute("PRAGMA data_version").fetchone()[0]
 
 
-def table_exists(conn: apsw.Connection) -> bool:
-    row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (TABLE,)).fetchone()
+def active(conn: apsw.Connection) -> str:
+    """The live index's table name (one of a fixed pair: it is interpolated into SQL)."""
+    name = graph.get_meta(conn, TABLE_KEY)
+    return name if name in TABLES else TABLE
+
+
+def spare(table: str) -> str:
+    """The name a conversion builds its index under while `table` stays live."""
+    return TABLES[1] if table == TABLES[0] else TABLES[0]
+
+
+def table_exists(conn: apsw.Connection, table: str | None = None) -> bool:
+    name = table or active(conn)
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone()
     return row is not None
 
 
@@ -87,26 +105,44 @@ def committed(conn: apsw.Connection) -> tuple[str | None, int | None]:
 
 
 def create(conn: apsw.Connection, profile: str, dim: int) -> None:
-    """Create the index at `dim` and commit the store to `profile` (inside a transaction)."""
-    _changed()
-    conn.execute(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0("
-        f"namespace text partition key, embedding float[{int(dim)}] distance_metric=cosine)"
-    )
+    """Create the live index at `dim` and commit the store to `profile` (in a transaction)."""
+    create_table(conn, active(conn), dim)
     set_committed(conn, profile, dim)
 
 
-def set_committed(conn: apsw.Connection, profile: str, dim: int) -> None:
+def create_table(conn: apsw.Connection, table: str, dim: int) -> None:
+    assert table in TABLES
+    _changed()
     conn.execute(
-        "INSERT INTO meta (key, value) VALUES (?, ?), (?, ?) "
-        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (PROFILE_KEY, profile, DIM_KEY, str(dim)),
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
+        f"namespace text partition key, embedding float[{int(dim)}] distance_metric=cosine)"
     )
 
 
-def drop(conn: apsw.Connection) -> None:
+def set_committed(conn: apsw.Connection, profile: str, dim: int) -> None:
+    _set_meta(conn, ((PROFILE_KEY, profile), (DIM_KEY, str(dim))))
+
+
+def _set_meta(conn: apsw.Connection, pairs: Sequence[tuple[str, str]]) -> None:
+    conn.executemany(
+        "INSERT INTO meta (key, value) VALUES (?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        pairs,
+    )
+
+
+def drop(conn: apsw.Connection, table: str) -> None:
+    assert table in TABLES
     _changed()
-    conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def flip(conn: apsw.Connection, table: str, profile: str, dim: int) -> None:
+    """Make `table` the live index and commit the store to its profile in one transaction's
+    meta write: readers see the old index or the new one, never a mix."""
+    assert table in TABLES
+    _changed()
+    _set_meta(conn, ((TABLE_KEY, table), (PROFILE_KEY, profile), (DIM_KEY, str(dim))))
 
 
 def put(conn: apsw.Connection, rid: int, namespace: str, blob: bytes) -> bool:
@@ -115,7 +151,7 @@ def put(conn: apsw.Connection, rid: int, namespace: str, blob: bytes) -> bool:
     _changed()
     try:
         conn.execute(
-            f"INSERT OR REPLACE INTO {TABLE} (rowid, namespace, embedding) VALUES (?, ?, ?)",
+            f"INSERT OR REPLACE INTO {active(conn)} (rowid, namespace, embedding) VALUES (?, ?, ?)",
             (rid, namespace, blob),
         )
     except apsw.Error:
@@ -128,7 +164,7 @@ def delete(conn: apsw.Connection, memory_id: str) -> None:
     _changed()
     try:
         conn.execute(
-            f"DELETE FROM {TABLE} WHERE rowid = (SELECT rid FROM memory WHERE id = ?)",
+            f"DELETE FROM {active(conn)} WHERE rowid = (SELECT rid FROM memory WHERE id = ?)",
             (memory_id,),
         )
     except apsw.Error:
@@ -141,7 +177,7 @@ def knn(
     """(rid, cosine distance) nearest first, over the given namespaces (None: all). One KNN per
     partition, merged: vec0 does not merge an IN over partitions into one order."""
     k = min(k, MAX_K)
-    sql = f"SELECT rowid, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ?"
+    sql = f"SELECT rowid, distance FROM {active(conn)} WHERE embedding MATCH ? AND k = ?"
     if namespaces is None:
         rows = list(conn.execute(sql, (blob, k)))
     else:
@@ -187,7 +223,7 @@ def indexed_rows(conn: apsw.Connection, model: str, dim: int) -> list[tuple[int,
 
 def count(conn: apsw.Connection) -> int:
     try:
-        return conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]
+        return conn.execute(f"SELECT count(*) FROM {active(conn)}").fetchone()[0]
     except apsw.Error:
         return 0
 
@@ -202,27 +238,55 @@ def live_rows(conn: apsw.Connection) -> list[tuple[int, str, bytes | None, str |
     )
 
 
-def reindex(conn: apsw.Connection, model: str) -> int:
-    """Make memory_vec hold exactly the live rows' vectors of `model` (rows written by a process
-    without sqlite-vec, or tombstoned there, are caught up here). Returns rows indexed."""
-    if not table_exists(conn):
-        return 0
-    _changed()
-    conn.execute(f"DELETE FROM {TABLE}")
+def indexed_rids(conn: apsw.Connection) -> set[int]:
+    """Every rid the live index holds (a vec0 scan, for maintenance only)."""
+    table = active(conn)
+    if not table_exists(conn, table):
+        return set()
+    return {r[0] for r in conn.execute(f"SELECT rowid FROM {table}")}
+
+
+def meant_rids(conn: apsw.Connection, model: str, dim: int) -> set[int]:
+    """The rids the index is meant to hold: live, embedded by `model` at `dim`."""
     rows = conn.execute(
-        "SELECT rid, namespace, embedding FROM memory WHERE superseded_at IS NULL "
-        "AND embedding IS NOT NULL AND embedding_model = ?",
-        (model,),
+        "SELECT rid FROM memory WHERE superseded_at IS NULL AND embedding IS NOT NULL "
+        "AND embedding_model = ? AND length(embedding) = ?",
+        (model, dim * 4),
+    )
+    return {r[0] for r in rows}
+
+
+def index_rows(conn: apsw.Connection, rids: Sequence[int]) -> int:
+    """Index these rows from their stored vectors (live ones only); returns rows indexed."""
+    _changed()
+    marks = ",".join("?" * len(rids))
+    rows = conn.execute(
+        f"SELECT rid, namespace, embedding FROM memory WHERE rid IN ({marks}) "
+        "AND superseded_at IS NULL AND embedding IS NOT NULL",
+        tuple(rids),
     ).fetchall()
-    conn.executemany(f"INSERT INTO {TABLE} (rowid, namespace, embedding) VALUES (?, ?, ?)", rows)
+    conn.executemany(
+        f"INSERT OR REPLACE INTO {active(conn)} (rowid, namespace, embedding) VALUES (?, ?, ?)",
+        rows,
+    )
     return len(rows)
 
 
-def set_embedding(conn: apsw.Connection, rid: int, blob: bytes, model: str, at: str) -> None:
+def unindex(conn: apsw.Connection, rids: Sequence[int], table: str | None = None) -> None:
+    _changed()
+    name = table or active(conn)
+    assert name in TABLES
+    conn.executemany(f"DELETE FROM {name} WHERE rowid = ?", [(r,) for r in rids])
+
+
+def set_embedding(conn: apsw.Connection, rid: int, blob: bytes, model: str, at: str) -> bool:
+    """Replace a LIVE row's vector (a row tombstoned meanwhile keeps its own); True if set."""
     conn.execute(
-        "UPDATE memory SET embedding = ?, embedding_model = ?, embedded_at = ? WHERE rid = ?",
+        "UPDATE memory SET embedding = ?, embedding_model = ?, embedded_at = ? "
+        "WHERE rid = ? AND superseded_at IS NULL",
         (blob, model, at, rid),
     )
+    return conn.changes() == 1
 
 
 def embedded_models(conn: apsw.Connection) -> dict[str, int]:
@@ -232,3 +296,89 @@ def embedded_models(conn: apsw.Connection) -> dict[str, int]:
         "GROUP BY embedding_model"
     )
     return {r[0]: r[1] for r in rows}
+
+
+# ---- conversion staging --------------------------------------------------------------------
+# A conversion embeds every live row into the staging table and the spare index in bounded
+# batches while the live index and the rows' own vectors stay as they were; then it flips the
+# index in one short transaction and copies the staged vectors onto the rows in chunks.
+
+
+def live_after(conn: apsw.Connection, cursor: int, limit: int) -> list[tuple[int, str, str]]:
+    """(rid, namespace, content) of live rows past `cursor`, in rid order. A row added later
+    gets a larger rid than any existing one (rows are never deleted), so a cursor misses none."""
+    return conn.execute(
+        "SELECT rid, namespace, content FROM memory WHERE rid > ? AND superseded_at IS NULL "
+        "ORDER BY rid LIMIT ?",
+        (cursor, limit),
+    ).fetchall()
+
+
+def last_rid(conn: apsw.Connection) -> int:
+    return conn.execute("SELECT coalesce(max(rid), 0) FROM memory").fetchone()[0]
+
+
+def stage_exists(conn: apsw.Connection) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (STAGE,)).fetchone()
+    return row is not None
+
+
+def create_stage(conn: apsw.Connection) -> None:
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {STAGE} (rid INTEGER PRIMARY KEY, embedding BLOB NOT NULL)"
+    )
+
+
+def drop_stage(conn: apsw.Connection) -> None:
+    conn.execute(f"DROP TABLE IF EXISTS {STAGE}")
+
+
+def stage(conn: apsw.Connection, table: str | None, rows: Sequence[tuple[int, str, bytes]]) -> None:
+    """Keep (rid, namespace, vector) for the copy and index it in the spare `table` (None: no
+    sqlite-vec in this connection; the rows' own vectors are still converted)."""
+    conn.executemany(
+        f"INSERT OR REPLACE INTO {STAGE} (rid, embedding) VALUES (?, ?)",
+        [(rid, blob) for rid, _, blob in rows],
+    )
+    if table is not None:
+        assert table in TABLES
+        _changed()
+        conn.executemany(
+            f"INSERT OR REPLACE INTO {table} (rowid, namespace, embedding) VALUES (?, ?, ?)",
+            rows,
+        )
+
+
+def staged_dead(conn: apsw.Connection) -> list[int]:
+    """Staged rows tombstoned since they were staged: they must leave the spare index."""
+    rows = conn.execute(
+        f"SELECT s.rid FROM {STAGE} AS s JOIN memory AS m ON m.rid = s.rid "
+        "WHERE m.superseded_at IS NOT NULL"
+    )
+    return [r[0] for r in rows]
+
+
+def unstage(conn: apsw.Connection, rids: Sequence[int]) -> None:
+    conn.executemany(f"DELETE FROM {STAGE} WHERE rid = ?", [(r,) for r in rids])
+
+
+def staged_span(conn: apsw.Connection, cursor: int, limit: int) -> tuple[int, int] | None:
+    """(first, last) rid of the next `limit` staged rows past `cursor`; None when none are."""
+    row = conn.execute(
+        f"SELECT min(rid), max(rid) FROM (SELECT rid FROM {STAGE} WHERE rid > ? "
+        "ORDER BY rid LIMIT ?)",
+        (cursor, limit),
+    ).fetchone()
+    return None if row[0] is None else (row[0], row[1])
+
+
+def copy_staged(conn: apsw.Connection, first: int, last: int, model: str, at: str) -> int:
+    """Move the staged vectors of rids first..last onto their rows; returns rows updated."""
+    conn.execute(
+        "UPDATE memory SET embedding = s.embedding, embedding_model = ?, embedded_at = ? "
+        f"FROM {STAGE} AS s WHERE memory.rid = s.rid AND s.rid BETWEEN ? AND ?",
+        (model, at, first, last),
+    )
+    done = conn.changes()
+    conn.execute(f"DELETE FROM {STAGE} WHERE rid BETWEEN ? AND ?", (first, last))
+    return done

@@ -1,3 +1,3 @@
 """Store maintenance: jobs that rewrite derived state in bulk (vectors now; consolidate,
-organize, backup and sweep later), each in one transaction so a crash leaves the store as it
-was."""
+organize, backup and sweep later), in bounded transactions (bounded.py) so a writer beside them
+waits for one batch at most and a killed job resumes, each batch all or nothing."""

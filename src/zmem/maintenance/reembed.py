@@ -1,11 +1,12 @@
 """reembed: backfill missing vectors (flagless) or rebuild every live row's vector under a
-profile (--all), recreating memory_vec at the profile's dimension inside the same single
-transaction, so a crash can never leave a half-converted index. Only embedding bytes, their
-model marker, embedded_at and the embedding_profile meta key change."""
+profile (--all), in bounded transactions. A conversion to another profile stages the new
+vectors beside the live index, flips the index and the committed profile in one short
+transaction, then copies the staged vectors onto the rows; a kill at any point leaves the old
+index or the new one live, each row's vector of one profile, and a rerun resumes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -13,11 +14,19 @@ import apsw
 
 from zmem import config
 from zmem.db import vectors
-from zmem.db.connect import transaction
 from zmem.embedding import PROFILE_DIMS, PROFILE_MODELS, PROFILES, get_embedder
 from zmem.errors import Refusal, UsageError
+from zmem.maintenance import bounded
+from zmem.maintenance.bounded import BoundedJob
 
 Progress = Callable[[int, int], None]
+
+JOB_KEY = "job:reembed"
+# Rows per write transaction, whatever --batch says: --batch sets the texts per model call,
+# this bounds how long a writer beside the job can wait (~0.5 ms a row with the vec0 insert).
+MAX_ROWS_PER_TXN = 128
+# Rows per copy transaction after the flip (~20 us a row: ~40 ms per transaction).
+COPY_CHUNK = 2000
 
 
 @dataclass
@@ -32,6 +41,10 @@ class ReembedReport:
     index_recreated: bool
     dry_run: bool
     skipped: str | None = None
+    resumed: bool = False  # an interrupted conversion was taken up where it stopped
+    pending: str | None = None  # an interrupted conversion this run left alone
+    transactions: int = 0
+    longest_transaction_ms: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,6 +62,10 @@ def _needs(conn: apsw.Connection, model: str, dim: int, everything: bool) -> lis
         elif everything and (row_model != model or len(blob) != dim * 4):
             out.append((rid, content))
     return out
+
+
+def _blobs(embedder: Any, texts: Sequence[str]) -> list[bytes]:
+    return [vec.astype("<f4").tobytes() for vec in embedder.embed(list(texts))]
 
 
 def run(
@@ -75,12 +92,23 @@ def run(
         raise UsageError("--batch must be at least 1")
     model, dim = PROFILE_MODELS[target], PROFILE_DIMS[target]
     committed_profile, committed_dim = vectors.committed(conn)
+    pending = BoundedJob.pending(conn, JOB_KEY)
+    copying = pending is not None and pending.get("phase") == "copy"
+    if copying:
+        # The flip happened: the store is committed to the job's profile already.
+        assert pending is not None
+        committed_profile, committed_dim = pending["profile"], pending["dim"]
     rows = _needs(conn, model, dim, everything)
     live = len(vectors.live_rows(conn))
     report = ReembedReport(
         target, model, dim, "all" if everything else "backfill", live, len(rows), 0,
         False, dry_run,
     )  # fmt: skip
+    if pending is not None and not copying and not _same_job(pending, target, dim, conn):
+        report.pending = (
+            f"an interrupted conversion to {pending.get('profile')} is pending: "
+            f"zmem reembed --all --profile {pending.get('profile')} resumes it"
+        )
     if not everything and committed_dim is not None and committed_dim != dim:
         raise Refusal(
             f"this store's vectors are {committed_dim}-d ({committed_profile}); backfilling "
@@ -102,27 +130,236 @@ def run(
             report.skipped = f"no {target} embedder here: {exc}"
             return report
         raise Refusal(f"cannot load the {target} model: {exc}") from None
-    recreate = everything and (committed_dim != dim or not vectors.table_exists(conn))
-    at = config.now_iso()
-    with transaction(conn):
-        if recreate:
-            vectors.drop(conn)
-            vectors.create(conn, target, dim)
-            report.index_recreated = True
-        elif not vectors.table_exists(conn) and vectors.available(conn):
-            vectors.create(conn, target, dim)
-        done = 0
-        for start in range(0, len(rows), batch):
-            chunk = rows[start : start + batch]
-            matrix = embedder.embed([content for _, content in chunk])
-            for (rid, _), vec in zip(chunk, matrix, strict=True):
-                vectors.set_embedding(conn, rid, vec.astype("<f4").tobytes(), model, at)
-            done += len(chunk)
-            if progress is not None:
-                progress(done, len(rows))
-        # The index holds exactly the live rows' vectors of the committed model.
-        vectors.reindex(conn, model)
-        if everything or committed_dim is None:
-            vectors.set_committed(conn, target, dim)
-        report.rows_changed = done
+    has_vec = vectors.available(conn)
+    if not has_vec and vectors.table_exists(conn):
+        raise Refusal(
+            "this store has a vector index but sqlite-vec is not loadable here: reinstall zmem "
+            "(pip install --force-reinstall zmem) and run reembed again"
+        )
+    runner = _Run(conn, embedder, model, dim, target, batch, has_vec, report, progress)
+    if copying:
+        # Whatever this run was asked, first finish the copy the flip committed to.
+        job, _ = BoundedJob.claim(conn, JOB_KEY, dict, lambda s: True, _noop, "reembed")
+        report.resumed = True
+        runner.copy(job, resumed=True)
+        committed_profile, committed_dim = vectors.committed(conn)
+        rows = _needs(conn, model, dim, everything)
+    converting = everything and (
+        committed_profile not in (None, target) or committed_dim not in (None, dim)
+    )
+    if converting:
+        job, resumed = BoundedJob.claim(
+            conn,
+            JOB_KEY,
+            lambda: _fresh(conn, target, model, dim),
+            lambda s: _same_job(s, target, dim, conn),
+            _abandon,
+            "reembed",
+        )
+        report.resumed = resumed
+        report.index_recreated = True
+        report.pending = None
+        runner.stage(job)
+        runner.copy(job, resumed=False)
+        rows = _needs(conn, model, dim, everything)  # rows written beside the conversion
+    runner.in_place(rows)
+    runner.repair_index()
+    if not converting and (everything or committed_dim is None):
+        if vectors.committed(conn) != (target, dim):
+            runner.commit_profile()
+    report.transactions = len(runner.held)
+    report.longest_transaction_ms = round(max(runner.held, default=0.0) * 1000, 1)
     return report
+
+
+def _noop(conn: apsw.Connection, abandoned: dict[str, Any] | None) -> None:
+    pass
+
+
+def _fresh(conn: apsw.Connection, target: str, model: str, dim: int) -> dict[str, Any]:
+    live = vectors.active(conn)
+    return {
+        "job": "reembed",
+        "profile": target,
+        "model": model,
+        "dim": dim,
+        "from_table": live,
+        "table": vectors.spare(live),
+        "at": config.now_iso(),
+        "phase": "stage",
+        "cursor": 0,
+        "done": 0,
+    }
+
+
+def _same_job(state: dict[str, Any], target: str, dim: int, conn: apsw.Connection) -> bool:
+    """A saved stage-phase job converting to the same profile from the index live now."""
+    return (
+        state.get("phase") == "stage"
+        and state.get("profile") == target
+        and state.get("dim") == dim
+        and state.get("from_table") == vectors.active(conn)
+        and isinstance(state.get("cursor"), int)
+        and vectors.stage_exists(conn)
+    )
+
+
+def _abandon(conn: apsw.Connection, abandoned: dict[str, Any] | None) -> None:
+    """Clear what an abandoned conversion built (never the live index), and make room."""
+    live = vectors.active(conn)
+    spare = vectors.spare(live)
+    if vectors.table_exists(conn, spare):
+        vectors.drop(conn, spare)
+    vectors.drop_stage(conn)
+    vectors.create_stage(conn)
+
+
+class _Run:
+    """One reembed run's batches, each its own transaction."""
+
+    def __init__(
+        self,
+        conn: apsw.Connection,
+        embedder: Any,
+        model: str,
+        dim: int,
+        target: str,
+        batch: int,
+        has_vec: bool,
+        report: ReembedReport,
+        progress: Progress | None,
+    ):
+        self.conn = conn
+        self.embedder = embedder
+        self.model, self.dim, self.target = model, dim, target
+        self.batch = batch
+        self.has_vec = has_vec
+        self.report = report
+        self.progress = progress
+        self.held: list[float] = []
+        self.total = report.rows_to_change
+
+    def _tick(self) -> None:
+        if self.progress is not None:
+            self.progress(self.report.rows_changed, max(self.total, self.report.rows_changed))
+
+    def stage(self, job: BoundedJob) -> None:
+        """Embed every live row past the cursor into the stage and the spare index, batch by
+        batch, then flip. Rows added since the run started are converted by the backfill after
+        the flip (their old vectors, or none, are never read under the new profile)."""
+        st = job.state
+        spare = st["table"] if self.has_vec else None
+        if spare is not None and not vectors.table_exists(self.conn, spare):
+            job.step(lambda c: vectors.create_table(c, spare, self.dim))
+        # Rows written after this point are left to the backfill after the flip: writers
+        # faster than the model would otherwise keep the flip from ever coming.
+        last = vectors.last_rid(self.conn)
+        while True:
+            rows = [
+                r for r in vectors.live_after(self.conn, st["cursor"], self.batch) if r[0] <= last
+            ]
+            if not rows:
+                break
+            blobs = _blobs(self.embedder, [content for _, _, content in rows])
+            staged = [(rid, ns, blob) for (rid, ns, _), blob in zip(rows, blobs, strict=True)]
+            for start in range(0, len(staged), MAX_ROWS_PER_TXN):
+                part = staged[start : start + MAX_ROWS_PER_TXN]
+
+                def apply(c: apsw.Connection, part: list[tuple[int, str, bytes]] = part) -> None:
+                    vectors.stage(c, spare, part)
+                    st["cursor"] = part[-1][0]
+                    st["done"] += len(part)
+
+                # The model call before the next batch leaves writers their gap.
+                job.step(apply, pause=False)
+            self.report.rows_changed = st["done"]
+            self._tick()
+
+        def flip(c: apsw.Connection) -> None:
+            dead = vectors.staged_dead(c)
+            vectors.unstage(c, dead)
+            if spare is not None:
+                vectors.unindex(c, dead, spare)
+                old = st["from_table"]
+                if vectors.table_exists(c, old):
+                    vectors.drop(c, old)
+                vectors.flip(c, spare, self.target, self.dim)
+            else:
+                vectors.set_committed(c, self.target, self.dim)
+            st["phase"], st["cursor"] = "copy", 0
+
+        job.step(flip)
+        self.held += job.held
+        job.held = []
+
+    def copy(self, job: BoundedJob, resumed: bool) -> None:
+        """After the flip: move the staged vectors onto their rows in chunks, then forget the
+        job. Until a row's chunk lands it keeps its old vector with its old marker, which every
+        reader of the new profile skips (a row is never half of one profile)."""
+        st = job.state
+        while True:
+            span = vectors.staged_span(self.conn, st["cursor"], COPY_CHUNK)
+            if span is None:
+                break
+
+            def apply(c: apsw.Connection, span: tuple[int, int] = span) -> None:
+                copied = vectors.copy_staged(c, span[0], span[1], st["model"], st["at"])
+                st["cursor"] = span[1]
+                if resumed:  # rows staged by the killed run: converted by this one
+                    self.report.rows_changed += copied
+
+            job.step(apply)
+        job.finish(vectors.drop_stage)
+        self.held += job.held
+        job.held = []
+
+    def in_place(self, rows: list[tuple[int, str]]) -> None:
+        """Rows of the live profile that lack its vector: embed and index them in place, a
+        bounded transaction per batch (a row tombstoned meanwhile is left alone)."""
+        if not rows:
+            return
+        at = config.now_iso()
+        self.total = max(self.total, self.report.rows_changed + len(rows))
+        for start in range(0, len(rows), self.batch):
+            chunk = rows[start : start + self.batch]
+            blobs = _blobs(self.embedder, [content for _, content in chunk])
+            for sub in range(0, len(chunk), MAX_ROWS_PER_TXN):
+                pairs = list(zip(chunk, blobs, strict=True))[sub : sub + MAX_ROWS_PER_TXN]
+                self._timed(lambda c, pairs=pairs: self._write(c, pairs, at))
+            self._tick()
+
+    def _write(
+        self, c: apsw.Connection, pairs: list[tuple[tuple[int, str], bytes]], at: str
+    ) -> None:
+        if self.has_vec and not vectors.table_exists(c):
+            vectors.create(c, self.target, self.dim)
+        changed = [
+            rid for (rid, _), blob in pairs if vectors.set_embedding(c, rid, blob, self.model, at)
+        ]
+        if self.has_vec and changed:
+            vectors.index_rows(c, changed)
+        self.report.rows_changed += len(changed)
+
+    def repair_index(self) -> None:
+        """Make the live index hold exactly the live rows' vectors of this profile (rows written
+        by a process without sqlite-vec, or tombstoned there, are caught up here): one scan to
+        find the difference, then bounded transactions to fix it."""
+        if not self.has_vec or not vectors.table_exists(self.conn):
+            return
+        if vectors.committed(self.conn)[1] != self.dim:
+            return
+        meant = vectors.meant_rids(self.conn, self.model, self.dim)
+        held = vectors.indexed_rids(self.conn)
+        missing, extra = sorted(meant - held), sorted(held - meant)
+        for start in range(0, len(missing), COPY_CHUNK):
+            part = missing[start : start + COPY_CHUNK]
+            self._timed(lambda c, part=part: vectors.index_rows(c, part))
+        for start in range(0, len(extra), COPY_CHUNK):
+            part = extra[start : start + COPY_CHUNK]
+            self._timed(lambda c, part=part: vectors.unindex(c, part))
+
+    def commit_profile(self) -> None:
+        self._timed(lambda c: vectors.set_committed(c, self.target, self.dim))
+
+    def _timed(self, apply: Callable[[apsw.Connection], Any]) -> None:
+        self.held.append(bounded.commit(self.conn, apply)[1])
