@@ -223,7 +223,9 @@ def test_rows_written_and_tombstoned_between_runs_are_converted(tmp_path, model_
         assert hits and hits[0].id == added and "vector" in hits[0].lanes
 
 
-def test_a_different_target_abandons_the_interrupted_conversion(tmp_path, model_dir, monkeypatch):
+def test_other_runs_leave_an_interrupted_conversion_pending_and_doctor_names_it(
+    tmp_path, model_dir, monkeypatch, run_cli
+):
     path = tmp_path / "s.sqlite"
     _fake_store(path, 12, model_dir)
     real_commit = bounded.commit
@@ -245,11 +247,47 @@ def test_a_different_target_abandons_the_interrupted_conversion(tmp_path, model_
     with MemoryStore.open(settings=settings, check_vectors=False) as s:
         backfill = s.reembed()  # another kind of run leaves the pending job alone, and says so
         assert "reembed --all --profile minilm resumes it" in backfill.pending
-        assert s.reembed(all=True, profile="fake").rows_changed == 0  # nothing to convert
     st = _state(path)
     assert st["profile"] == "fake" and st["job"]["phase"] == "stage"
+    doctor = run_cli("--store", str(path), "doctor", "--format", "json")
+    check = {c["check"]: c for c in json.loads(doctor.stdout)["checks"]}["embeddings"]
+    assert "zmem reembed --all --profile minilm` finishes it" in check["detail"]
+    assert check["embeddings_health"]["conversion_pending"]["phase"] == "stage"
     # The stage-phase job is resumed by its own target only; minilm again picks it up.
     assert _convert(path, model_dir, batch=2).resumed
+    _assert_converted(_state(path))
+
+
+def test_all_to_another_profile_drops_an_interrupted_conversion(tmp_path, model_dir, monkeypatch):
+    path = tmp_path / "s.sqlite"
+    _fake_store(path, 12, model_dir)
+    real_commit = bounded.commit
+    calls = {"n": 0}
+
+    def dies_at_three(conn, apply, pause=True):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise Crash
+        return real_commit(conn, apply, False)
+
+    monkeypatch.setattr(bounded, "commit", dies_at_three)
+    with pytest.raises(Crash):
+        _convert(path, model_dir, batch=2)
+    monkeypatch.setattr(bounded, "commit", real_commit)
+    before = _state(path)
+    assert {vectors.STAGE, "memory_vec_b"} <= before["tables"]
+    settings = config.load_settings(
+        env={"ZMEM_EMBED_PROFILE": "fake", "ZMEM_DATA": str(model_dir)}, store_path=path
+    )
+    with MemoryStore.open(settings=settings, check_vectors=False) as s:
+        kept = s.reembed(all=True, profile="fake")  # the operator stays on fake
+    assert kept.abandoned == "minilm" and kept.pending is None and kept.rows_changed == 0
+    after = _state(path)
+    _assert_whole(after)
+    assert after["job"] is None and after["profile"] == "fake" and after["table"] == "memory_vec"
+    assert after["tables"].isdisjoint({vectors.STAGE, "memory_vec_b"})
+    assert after["indexed"] == before["indexed"]  # the live index was never touched
+    assert not _convert(path, model_dir, batch=2).resumed  # a fresh conversion
     _assert_converted(_state(path))
 
 

@@ -106,13 +106,21 @@ def cli(ctx: click.Context, store_path: str | None) -> None:
     with `update`; retire them with `invalidate` (a reason is required) or `supersede`; inspect
     them with `get`, `list`, `stats`, `links` and `entity-list`.
 
-    Exit codes: 0 success, 1 target missing, 2 usage error or refusal (nothing written).
+    Exit codes: 0 success, 1 target missing, 2 usage error or refusal (nothing written), 3 store
+    busy (nothing written: run it again), 4 internal error (a bug).
     """
     ctx.obj = StoreContext(store_path)
     ctx.call_on_close(ctx.obj.close)
 
 
+# True when the CLI owns its process (main(), not a caller's CliRunner): only then may a command
+# change process-wide state such as its CPU priority.
+own_process = False
+
+
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
+    global own_process
+    own_process = True
     layout.keep_private()
     cli.main(args=argv, prog_name=prog_name or Path(sys.argv[0]).name or "zmem")
 

@@ -215,7 +215,14 @@ def reembed_text(r: Mapping[str, Any]) -> str:
     verb = "would re-embed" if r["dry_run"] else "re-embedded"
     count = r["rows_to_change"] if r["dry_run"] else r["rows_changed"]
     extra = "; vector index recreated" if r["index_recreated"] else ""
-    return (
+    if r.get("resumed"):
+        extra += " (resumed an interrupted run)"
+    lines = [
         f"{verb} {count} of {r['live_rows']} live memories with {r['profile']} "
         f"({r['model']}, {r['dim']}-d){extra}"
-    )
+    ]
+    if r.get("abandoned"):
+        lines.append(f"dropped the interrupted conversion to {r['abandoned']}")
+    if r.get("pending"):
+        lines.append(f"note: {r['pending']}")
+    return "\n".join(lines)

@@ -33,6 +33,8 @@ class StoreFacts:
     links_by_relation: dict[str, int] = field(default_factory=dict)
     trust: dict[str, Any] = field(default_factory=dict)
     entity_backfill_pending: bool = False
+    # An interrupted vector conversion: {"profile", "phase", "done"} from its saved state.
+    conversion_pending: dict | None = None
     committed_profile: str | None = None
     committed_dim: int | None = None
     vectors_by_model: dict[str, int] = field(default_factory=dict)
@@ -99,6 +101,7 @@ def _read(conn: apsw.Connection, mode: str) -> StoreFacts:
     if "meta" in facts.tables:
         facts.entity_backfill_pending = graph.get_meta(conn, ENTITY_BACKFILL_KEY) == "1"
         facts.committed_profile, facts.committed_dim = vectors.committed(conn)
+        facts.conversion_pending = vectors.pending_conversion(conn)
     if {"embedding_model", "superseded_at"} <= facts.memory_columns:
         facts.vectors_by_model = {
             str(model): n for model, n in vectors.embedded_models(conn).items() if model

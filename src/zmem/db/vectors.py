@@ -8,6 +8,7 @@ loaded by path so the hot path never imports numpy (the sqlite_vec package does)
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from collections.abc import Sequence
 
@@ -23,6 +24,7 @@ TABLE_KEY = "embedding_table"
 # its index under the other name and meta says which one is live.
 TABLES = (TABLE, "memory_vec_b")
 STAGE = "memory_vec_stage"
+CONVERSION_KEY = "job:reembed"  # meta: an unfinished reembed's saved state (JSON)
 MAX_K = 4096  # vec0 refuses a larger k
 # Bumped by every vector write, replace or drop in this process: an in-memory copy of the
 # index (retrieval.vector_cache) is stale once it moves. Other processes' writes show in
@@ -228,14 +230,22 @@ def count(conn: apsw.Connection) -> int:
         return 0
 
 
-def live_rows(conn: apsw.Connection) -> list[tuple[int, str, bytes | None, str | None]]:
-    """(rid, content, embedding, embedding_model) of every live row."""
-    return list(
-        conn.execute(
-            "SELECT rid, content, embedding, embedding_model FROM memory "
-            "WHERE superseded_at IS NULL ORDER BY rid"
-        )
+def live_count(conn: apsw.Connection) -> int:
+    return conn.execute("SELECT count(*) FROM memory WHERE superseded_at IS NULL").fetchone()[0]
+
+
+def needing(conn: apsw.Connection, model: str | None, dim: int) -> list[tuple[int, str]]:
+    """(rid, content) of live rows without a `dim`-sized vector, or (model given) without one
+    of `model`, in rid order."""
+    sql = (
+        "SELECT rid, content FROM memory WHERE superseded_at IS NULL AND (embedding IS NULL "
+        "OR length(embedding) != ?"
     )
+    args: list[object] = [dim * 4]
+    if model is not None:
+        sql += " OR embedding_model IS NOT ?"
+        args.append(model)
+    return conn.execute(sql + ") ORDER BY rid", args).fetchall()
 
 
 def indexed_rids(conn: apsw.Connection) -> set[int]:
@@ -312,6 +322,18 @@ def live_after(conn: apsw.Connection, cursor: int, limit: int) -> list[tuple[int
         "ORDER BY rid LIMIT ?",
         (cursor, limit),
     ).fetchall()
+
+
+def pending_conversion(conn: apsw.Connection) -> dict | None:
+    """What doctor shows of an unfinished conversion: target profile, phase, rows staged."""
+    raw = graph.get_meta(conn, CONVERSION_KEY)
+    try:
+        state = json.loads(raw) if raw else None
+    except ValueError:
+        return {"profile": None, "phase": "unreadable", "done": 0}
+    if not isinstance(state, dict):
+        return None
+    return {k: state.get(k) for k in ("profile", "phase", "done")}
 
 
 def last_rid(conn: apsw.Connection) -> int:

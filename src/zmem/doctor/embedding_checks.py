@@ -188,6 +188,7 @@ def embeddings(settings: config.Settings, facts: inspect.StoreFacts | None) -> d
         "checksum_ok": model["checksum_ok"],
         "hash_cache": "memory",
         "store": {"committed_profile": committed[0], "committed_dim": committed[1]},
+        "conversion_pending": facts.conversion_pending if facts else None,
         "vectors_by_model": stored,
         "temporary_store": temporary,
         "fake_profile_warning": fake_store and not temporary,
@@ -199,6 +200,14 @@ def embeddings(settings: config.Settings, facts: inspect.StoreFacts | None) -> d
         if embeds:
             why += f": every command refuses; run `zmem reembed --all --profile {profile}`"
         findings.append((FAIL if embeds else WARN, why))
+    pending = facts.conversion_pending if facts else None
+    if pending:
+        findings.append((
+            WARN,
+            f"an interrupted reembed to {pending['profile']} is pending ({pending['phase']} "
+            f"phase, {pending['done'] or 0} rows staged): `zmem reembed --all --profile "
+            f"{pending['profile']}` finishes it",
+        ))  # fmt: skip
     if health["fake_profile_warning"]:
         findings.append((WARN, "fake profile on a non-temporary store (tests/CI only)"))
     if model["checksum_ok"] is False:

@@ -21,7 +21,7 @@ from zmem.maintenance.bounded import BoundedJob
 
 Progress = Callable[[int, int], None]
 
-JOB_KEY = "job:reembed"
+JOB_KEY = vectors.CONVERSION_KEY
 # Rows per write transaction, whatever --batch says: --batch sets the texts per model call,
 # this bounds how long a writer beside the job can wait (~0.5 ms a row with the vec0 insert).
 MAX_ROWS_PER_TXN = 128
@@ -43,6 +43,7 @@ class ReembedReport:
     skipped: str | None = None
     resumed: bool = False  # an interrupted conversion was taken up where it stopped
     pending: str | None = None  # an interrupted conversion this run left alone
+    abandoned: str | None = None  # the target of an interrupted conversion this run dropped
     transactions: int = 0
     longest_transaction_ms: float = 0.0
 
@@ -51,17 +52,10 @@ class ReembedReport:
 
 
 def _needs(conn: apsw.Connection, model: str, dim: int, everything: bool) -> list[tuple[int, str]]:
-    """(rid, content) to embed. Backfill: rows without a vector. --all: rows whose vector is
-    missing, of another model, or of another size (so switching back and forth is honest)."""
-    out = []
-    for rid, content, blob, row_model in vectors.live_rows(conn):
-        # A vector of another size is as good as none (a handle opened before a conversion
-        # may have stored one): the backfill replaces it too.
-        if blob is None or (not everything and len(blob) != dim * 4):
-            out.append((rid, content))
-        elif everything and (row_model != model or len(blob) != dim * 4):
-            out.append((rid, content))
-    return out
+    """(rid, content) to embed. Backfill: rows without a vector of this size (a handle opened
+    before a conversion may have stored one of another size: as good as none). --all: also rows
+    of another model, so switching back and forth is honest."""
+    return vectors.needing(conn, None if not everything else model, dim)
 
 
 def _blobs(embedder: Any, texts: Sequence[str]) -> list[bytes]:
@@ -99,7 +93,7 @@ def run(
         assert pending is not None
         committed_profile, committed_dim = pending["profile"], pending["dim"]
     rows = _needs(conn, model, dim, everything)
-    live = len(vectors.live_rows(conn))
+    live = vectors.live_count(conn)
     report = ReembedReport(
         target, model, dim, "all" if everything else "backfill", live, len(rows), 0,
         False, dry_run,
@@ -147,6 +141,13 @@ def run(
     converting = everything and (
         committed_profile not in (None, target) or committed_dim not in (None, dim)
     )
+    stale = BoundedJob.pending(conn, JOB_KEY)
+    if everything and stale is not None and not _same_job(stale, target, dim, conn):
+        # --all to another profile than the interrupted conversion's: the operator chose; what
+        # that conversion built (never the live index) goes.
+        job, _ = BoundedJob.claim(conn, JOB_KEY, dict, lambda s: False, _abandon, "reembed")
+        job.finish()
+        report.abandoned, report.pending = str(stale.get("profile")), None
     if converting:
         job, resumed = BoundedJob.claim(
             conn,
@@ -200,7 +201,6 @@ def _same_job(state: dict[str, Any], target: str, dim: int, conn: apsw.Connectio
         and state.get("dim") == dim
         and state.get("from_table") == vectors.active(conn)
         and isinstance(state.get("cursor"), int)
-        and vectors.stage_exists(conn)
     )
 
 
@@ -211,7 +211,6 @@ def _abandon(conn: apsw.Connection, abandoned: dict[str, Any] | None) -> None:
     if vectors.table_exists(conn, spare):
         vectors.drop(conn, spare)
     vectors.drop_stage(conn)
-    vectors.create_stage(conn)
 
 
 class _Run:
@@ -249,8 +248,16 @@ class _Run:
         the flip (their old vectors, or none, are never read under the new profile)."""
         st = job.state
         spare = st["table"] if self.has_vec else None
-        if spare is not None and not vectors.table_exists(self.conn, spare):
-            job.step(lambda c: vectors.create_table(c, spare, self.dim))
+
+        def prepare(c: apsw.Connection) -> None:
+            built = vectors.stage_exists(c) and (spare is None or vectors.table_exists(c, spare))
+            if not built:  # killed before its first batch: nothing staged yet
+                st["cursor"], st["done"] = 0, 0
+            vectors.create_stage(c)
+            if spare is not None:
+                vectors.create_table(c, spare, self.dim)
+
+        job.step(prepare)
         # Rows written after this point are left to the backfill after the flip: writers
         # faster than the model would otherwise keep the flip from ever coming.
         last = vectors.last_rid(self.conn)
