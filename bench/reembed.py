@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+NICE = 10  # what `zmem reembed` lowers its priority by (cli/maintenance.py)
 TOPICS = (
     "deploys go through the staging cluster first",
     "the billing worker reads its port from settings.toml",
@@ -65,6 +66,21 @@ print(json.dumps({"adds": out, "errors": errors}))
 """
 
 
+# The control: the model busy at the job's CPU priority for the same time, touching no store.
+# Writers' latency beside it is what the CPU alone costs them on this machine.
+HOG = r"""
+import os, sys, time
+from pathlib import Path
+from zmem.embedding import get_embedder
+os.nice(int(sys.argv[3]))
+embedder = get_embedder("minilm", Path(sys.argv[1]))
+texts = [f"note {i}: the billing worker reads its port from settings.toml ({i})" for i in range(64)]
+end = time.time() + float(sys.argv[2])
+while time.time() < end:
+    embedder.embed(texts)
+"""
+
+
 def _env(tree: Path, data: Path, profile: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZMEM_")}
     env.update(PYTHONPATH=str(tree / "src"), ZMEM_DATA=str(data), ZMEM_EMBED_PROFILE=profile)
@@ -83,10 +99,18 @@ def _convert(tree: Path, data: Path, store: Path) -> tuple[float, dict]:
 
 
 def _beside(
-    tree: Path, data: Path, store: Path, writers: int, work: Path, pace: float, alone: float = 0.0
+    tree: Path,
+    data: Path,
+    store: Path,
+    writers: int,
+    work: Path,
+    pace: float,
+    alone: float = 0.0,
+    hog: bool = False,
 ) -> dict:
     """Writers adding for the whole conversion by `tree`; with alone > 0, no conversion: the
-    writers by themselves for that many seconds (the machine's own add latency, as baseline)."""
+    writers by themselves for that many seconds (the machine's own add latency), or (hog) beside
+    the model embedding at the job's priority without touching the store."""
     stop = work / "stop"
     stop.unlink(missing_ok=True)
     procs = [
@@ -101,7 +125,13 @@ def _beside(
     ]
     time.sleep(1.0)  # writers warm (imports, first add) before the conversion starts
     began = time.time()
-    if alone:
+    if alone and hog:
+        subprocess.run(
+            [sys.executable, "-c", HOG, str(data), str(alone), str(NICE)],
+            env=_env(tree, data, "minilm"), check=True,
+        )  # fmt: skip
+        wall, report = alone, {}
+    elif alone:
         time.sleep(alone)
         wall, report = alone, {}
     else:
@@ -192,12 +222,13 @@ def main() -> None:
     print("| tree | conversion s | adds during | add p50 ms | p99 ms | max ms | errors | lost "
           "| longest txn ms |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
-    runs = [(name, tree, 0.0) for name, tree in trees]
-    runs.append(("none (writers alone)", ROOT, 10.0))
-    for name, tree, alone in runs:
+    runs = [(name, tree, 0.0, False) for name, tree in trees]
+    runs.append(("none (writers alone)", ROOT, 10.0, False))
+    runs.append((f"model only, nice {NICE}, no store (control)", ROOT, 20.0, True))
+    for name, tree, alone, hog in runs:
         copy = work / f"w-{name.split()[0]}.sqlite"
         shutil.copy(base, copy)
-        r = _beside(tree, data, copy, args.writers, work, args.pace, alone)
+        r = _beside(tree, data, copy, args.writers, work, args.pace, alone, hog)
         print(f"| {name} | {r['wall']:.1f} | {r['adds_during']} | {r['p50']:.1f} | "
               f"{r['p99']:.1f} | {r['max']:.1f} | {r['errors']} | {r['lost']} | "
               f"{r['longest_txn'] if r['longest_txn'] is not None else 'n/a'} |")  # fmt: skip
