@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-NICE = 10  # what `zmem reembed` lowers its priority by (cli/maintenance.py)
+NICE = 10  # what `zmem reembed` lowers its model thread's priority by (embedding/background.py)
 TOPICS = (
     "deploys go through the staging cluster first",
     "the billing worker reads its port from settings.toml",
@@ -33,6 +33,16 @@ TOPICS = (
     "the release train leaves on thursdays",
     "ripgrep replaces grep in every script",
 )
+
+VOCAB = (
+    "alembic ansible artifact backoff bazel billing branch buildkite cache canary cargo celery "
+    "changelog checksum clippy codeowners compose coverage cron daemon debian deploy docker "
+    "dockerfile eslint fixture flake gradle grafana helm hotfix ingress jest jenkins kafka "
+    "kubectl lambda linter lockfile makefile migration mypy nginx npm openapi pipeline poetry "
+    "postgres prettier prometheus protobuf pytest rabbitmq redis release rollback ruff rustfmt "
+    "schema sentry sidecar snapshot sqlite staging swagger terraform timeout tokio tox trace "
+    "vault vite webhook webpack worker yarn"
+).split()
 
 BUILD = r"""
 import sys
@@ -45,17 +55,22 @@ with MemoryStore.open(settings=config.load_settings(store_path=path)) as s:
               namespace=f"project:p{i % 4}", type="fact", signal="user")
 """
 
+# Each writer's notes are distinct word mixes: a run of near-identical notes measures the write
+# path's near-duplicate handling (its cost grows with every twin), not the job beside it.
 WRITER = r"""
-import json, os, sys, time
+import json, os, random, sys, time
 from zmem import MemoryStore, config
 path, name, stop, pace = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+words = sys.argv[5:]
+rng = random.Random(name)
 store = MemoryStore.open(settings=config.load_settings(store_path=path))
 out, errors, i = [], [], 0
 while not os.path.exists(stop):
+    text = " ".join(rng.sample(words, 9))
     started = time.perf_counter()
     try:
-        r = store.add(f"{name} entry {i}: the build cache key now includes lockfile hash {i}",
-                      namespace="project:writers", type="fact", signal="user")
+        r = store.add(f"{name} note {i}: {text}", namespace="project:writers", type="fact",
+                      signal="user")
         out.append([r.id, time.perf_counter() - started, time.time()])
     except Exception as exc:
         errors.append(f"{type(exc).__name__}: {exc}"[:200])
@@ -115,7 +130,7 @@ def _beside(
     stop.unlink(missing_ok=True)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(store), f"w{n}", str(stop), str(pace)],
+            [sys.executable, "-c", WRITER, str(store), f"w{n}", str(stop), str(pace), *VOCAB],
             env=_env(tree, data, "fake"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -113,14 +113,7 @@ def cli(ctx: click.Context, store_path: str | None) -> None:
     ctx.call_on_close(ctx.obj.close)
 
 
-# True when the CLI owns its process (main(), not a caller's CliRunner): only then may a command
-# change process-wide state such as its CPU priority.
-own_process = False
-
-
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
-    global own_process
-    own_process = True
     layout.keep_private()
     cli.main(args=argv, prog_name=prog_name or Path(sys.argv[0]).name or "zmem")
 

@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
-import zmem.cli as cli_package
 from zmem import config
 from zmem.cli import cli, output
 from zmem.embedding import PROFILES
 from zmem.models import MAX_LIMIT
 from zmem.store import MemoryStore
-
-# A long job shares the machine with the sessions it serves: on a 2-core machine the model's
-# threads alone took a beside writer's slowest add from 18 ms to 1.4 s; at nice 10, ~0.5 s
-# (docs/benchmarks.md). Alone on the machine, the job runs as fast as before.
-NICE = 10
-
-
-def _yield_cpu() -> None:
-    try:
-        os.nice(NICE)
-    except (AttributeError, OSError):
-        pass  # Windows has no nice(); a priority we cannot lower only costs latency elsewhere
 
 
 @cli.command()
@@ -60,8 +45,6 @@ def reembed(obj, everything, profile, batch, dry_run, confirm, as_json):
     resumes where it stopped when run again (exit 3 while another reembed is still running).
     """
     settings = config.load_settings(store_path=obj.store_path)
-    if not dry_run and cli_package.own_process:
-        _yield_cpu()
     # Opened without the dimension check: converting a mismatched store is this command's job.
     with MemoryStore.open(settings=settings, check_vectors=False, create=False) as store:
         bar = output.progress_bar("reembed") if not dry_run else None
