@@ -172,6 +172,7 @@ def test_include_global_is_project_first_and_bounded(store):
     strict = store.recall("deploy checklist", namespace=NS)
     assert set(ids(strict)) == set(project)
     mixed = store.recall("deploy checklist", namespace=NS, include_global=True, link_hops=0)
+    # Equally relevant: the project's rows are listed first.
     assert set(ids(mixed[:2])) == set(project)
     assert [h.tier for h in mixed] == ["namespace"] * 2 + ["global"] * 3
     assert set(ids(mixed[2:])) <= set(glob)
@@ -179,6 +180,49 @@ def test_include_global_is_project_first_and_bounded(store):
         "deploy checklist", namespace=NS, include_global=True, global_limit=1, link_hops=0
     )
     assert len(capped) == 3
+
+
+def test_a_strongly_relevant_global_row_is_listed_above_weak_project_rows(store):
+    # The project's rows share one word with the query; the global lesson answers it.
+    weak = [add(store, f"alpha keeps {w} notes in the wiki") for w in ("release", "oncall")]
+    lesson = add(
+        store,
+        "Rotate the signing key before every release and revoke the old signing key.",
+        namespace="user:global",
+    )
+    mixed = store.recall(
+        "rotate the signing key before release", namespace=NS, include_global=True, link_hops=0
+    )
+    assert ids(mixed)[0] == lesson and set(ids(mixed)[1:]) <= set(weak)
+    # The global row is on top of the project quota, never instead of a project row.
+    capped = store.recall(
+        "rotate the signing key before release", namespace=NS, include_global=True, limit=1,
+        global_limit=1, link_hops=0,
+    )  # fmt: skip
+    assert [h.tier for h in capped] == ["global", "namespace"]
+
+
+def test_tiers_merge_by_relevance_with_a_margin_and_project_first_on_ties():
+    from zmem.retrieval.pipeline import merge_tiers
+
+    def hit(name: str, relevance: float, tier: str):
+        return type("H", (), {"relevance": relevance, "tier": tier, "name": name})()
+
+    project = [
+        hit("p1", 0.9, "namespace"),
+        hit("p2", 0.5, "namespace"),
+        hit("p3", 0.3, "namespace"),
+    ]
+    global_ = [hit("g1", 0.75, "global"), hit("g2", 0.45, "global")]
+    names = [h.name for h in merge_tiers(project, global_, margin=0.2)]
+    assert names == ["p1", "g1", "p2", "p3", "g2"]  # g2 beats p3 by 0.15 only: after it
+    assert [h.name for h in merge_tiers(project, global_, margin=0.0)] == [
+        "p1", "g1", "p2", "g2", "p3"
+    ]  # fmt: skip
+    tie = [h.name for h in merge_tiers([hit("p", 0.5, "n")], [hit("g", 0.5, "g")], margin=0.0)]
+    assert tie == ["g", "p"]  # margin 0: "beats by 0" is enough; the default margin keeps ties
+    assert [h.name for h in merge_tiers(project, [], margin=0.2)] == ["p1", "p2", "p3"]
+    assert [h.name for h in merge_tiers([], global_, margin=0.2)] == ["g1", "g2"]
 
 
 # ---- history --------------------------------------------------------------------------------

@@ -249,10 +249,22 @@ def build(store: MemoryStore) -> dict[str, str]:
     return ids
 
 
-def load_corpus(path: Path) -> list[Row]:
-    """A corpus file: one JSON object per line with key, namespace, type, signal, content (and
-    optionally taint). Used for dev sets that need no history, such as the paraphrase set."""
-    rows = []
+@dataclass(frozen=True)
+class CorpusRow:
+    """A corpus line: a row, optionally replacing an earlier key (`update_of`, written at `at`)
+    or contradicting one (`contradicts`: both stay live, linked)."""
+
+    row: Row
+    update_of: str | None = None
+    at: str | None = None
+    contradicts: str | None = None
+
+
+def load_corpus(path: Path) -> list[CorpusRow]:
+    """A corpus file: one JSON object per line with key, namespace, type, signal, content, and
+    optionally taint, update_of + at, contradicts (each naming an earlier line's key)."""
+    rows: list[CorpusRow] = []
+    seen: set[str] = set()
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
@@ -262,28 +274,49 @@ def load_corpus(path: Path) -> list[Row]:
             continue
         try:
             raw = json.loads(line)
-            rows.append(
-                Row(
-                    raw["key"],
-                    raw["content"],
-                    raw["namespace"],
-                    raw["type"],
-                    raw["signal"],
-                    raw.get("taint"),
-                )
-            )
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            row = Row(
+                raw["key"], raw["content"], raw["namespace"], raw["type"], raw["signal"],
+                raw.get("taint"),
+            )  # fmt: skip
+            at = raw.get("at")
+            if at is not None:
+                at = config.normalize_instant(at)
+            entry = CorpusRow(row, raw.get("update_of"), at, raw.get("contradicts"))
+        except (json.JSONDecodeError, KeyError, TypeError, UsageError) as exc:
             raise UsageError(f"corpus line {number}: {exc!r}") from None
+        for ref in (entry.update_of, entry.contradicts):
+            if ref is not None and ref not in seen:
+                raise UsageError(f"corpus line {number}: {ref!r} is not an earlier key")
+        if (entry.update_of is None) != (entry.at is None):
+            raise UsageError(f"corpus line {number}: update_of and at go together")
+        if row.key in seen:
+            raise UsageError(f"corpus line {number}: duplicate key {row.key}")
+        seen.add(row.key)
+        rows.append(entry)
     return rows
 
 
-def build_corpus(store: MemoryStore, rows: list[Row]) -> dict[str, str]:
-    """Write a history-free corpus; returns key -> memory id. A row the write path folds into
-    an earlier one (dedup) maps to the keeper, so it stays scorable."""
+def build_corpus(store: MemoryStore, rows: list[CorpusRow]) -> dict[str, str]:
+    """Write a corpus; returns key -> memory id. Base rows are written at BUILD_AT, then the
+    updates in time order (each at its own instant), then the contradiction links. A row the
+    write path folds into an earlier one (dedup) maps to the keeper, so it stays scorable."""
     ids: dict[str, str] = {}
     with restored_env(ZMEM_TEST_NOW=BUILD_AT):
-        for row in rows:
-            ids[row.key] = _add(store, row).id
+        for entry in rows:
+            if entry.update_of is None:
+                ids[entry.row.key] = _add(store, entry.row).id
+        for entry in sorted((e for e in rows if e.update_of), key=lambda e: e.at or ""):
+            assert entry.update_of is not None and entry.at is not None
+            _clock(entry.at)
+            ids[entry.row.key] = store.update(
+                ids[entry.update_of], entry.row.content, source_ref=KEY_PREFIX + entry.row.key
+            ).id
+        _clock(BUILD_AT)
+        for entry in rows:
+            if entry.contradicts is not None:
+                store.contradict(
+                    ids[entry.row.key], ids[entry.contradicts], reason="corpus: they disagree"
+                )
     return ids
 
 

@@ -23,6 +23,13 @@ BUCKETS = (
     "polarity",
     "change_intent",
     "paraphrase",
+    # The coding-memory dev set's kinds (eval/coding_gold.jsonl).
+    "alias",
+    "keyword",
+    "tool",
+    "update",
+    "global",
+    "contradiction",
 )
 _KEYS = {
     "id", "bucket", "query", "namespace", "expect", "forbid", "require", "as_of",

@@ -4,6 +4,7 @@ scripts/eval_runner.py and the tests."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -63,7 +64,36 @@ def run(
     return report
 
 
-def _open(path: Path, rows: list[fixture.Row] | None) -> tuple[MemoryStore, dict[str, str]]:
+def run_modes(
+    store_path: Path,
+    gold_path: Path,
+    k: int,
+    corpus_path: Path | None,
+    *,
+    profile: str,
+    modes: tuple[str, ...] = runner.MODES,
+    include_global: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """One store built once (corpus, or the fixture), every gold item recalled in each mode:
+    {mode: report}. Reads are passive and write no telemetry, so the modes see one store."""
+    items = gold.load(gold_path)
+    if include_global:  # every item as the prompt hook asks: with the global tier
+        items = [dataclasses.replace(i, include_global=True) for i in items]
+    rows = fixture.load_corpus(corpus_path) if corpus_path is not None else None
+    cleared = {name: os.environ.pop(name) for name in _ISOLATED if name in os.environ}
+    try:
+        with restored_env(ZMEM_EMBED_PROFILE=profile, ZMEM_TEST_NOW=fixture.BUILD_AT):
+            store, ids = _open(store_path, rows)
+            try:
+                os.environ["ZMEM_TEST_NOW"] = fixture.QUERY_AT
+                return {mode: runner.evaluate(store, items, ids, k, mode=mode) for mode in modes}
+            finally:
+                store.close()
+    finally:
+        os.environ.update(cleared)
+
+
+def _open(path: Path, rows: list[fixture.CorpusRow] | None) -> tuple[MemoryStore, dict[str, str]]:
     if rows is None:
         return fixture.open_fixture(path)
     if path.exists():

@@ -51,15 +51,11 @@ def run_item(
         )
     )
     returned = [key_of.get(h.id, "?") for h in report.hits]
-    # Each tier is cut to its own budget (k for the queried namespace, the global limit for
-    # user:global, listed after it), so a row's rank is its place within its tier: a global
-    # row is not "rank 6" because the project tier filled its five slots first.
+    # A row's rank is its place in the list as presented (global rows merged in by relevance):
+    # what a reader of the first k lines sees. Link neighbours and lineage rows are extras.
     tier_rank: dict[str, int] = {}
-    seen: dict[str, int] = {}
-    for h in report.hits:
-        if not h.extra:
-            seen[h.tier] = seen.get(h.tier, 0) + 1
-            tier_rank.setdefault(key_of.get(h.id, "?"), seen[h.tier])
+    for place, h in enumerate((h for h in report.hits if not h.extra), start=1):
+        tier_rank.setdefault(key_of.get(h.id, "?"), place)
     unfolded = [key_of.get(h.id, "?") for h in report.hits if h.unfold_of is not None]
     visible = [key for key, rank in tier_rank.items() if rank <= k] + unfolded
     if item.expect:

@@ -43,6 +43,9 @@ MMR_WINDOW_MIN = 20
 MMR_WINDOW_PER_RESULT = 4
 NAMESPACE_TIER = "namespace"
 GLOBAL_TIER = "global"
+# How much more relevant (0..1) a global row must be than a project row to be listed above it;
+# chosen on the tune side of the coding-memory dev set (docs/benchmarks.md).
+GLOBAL_MARGIN = 0.2
 
 
 def plan_tiers(conn: apsw.Connection, req: RecallRequest, floor: float) -> list[Tier]:
@@ -62,6 +65,26 @@ def plan_tiers(conn: apsw.Connection, req: RecallRequest, floor: float) -> list[
         spaces = tuple(namespace_aliases(conn, GLOBAL_NAMESPACE))
         tiers.append(Tier(GLOBAL_TIER, Scope(spaces, req.as_of, floor), req.global_limit))
     return tiers
+
+
+def merge_tiers(project: list[Hit], global_: list[Hit], margin: float | None = None) -> list[Hit]:
+    """The presented order of a recall with the global tier: every project row and every global
+    row each tier kept (a global row never takes a project row's slot), a global row placed
+    ahead of the project rows it beats on relevance by `margin`, so a lesson that answers the
+    query is not listed under weak project matches. Ties and near-ties stay project-first."""
+    margin = GLOBAL_MARGIN if margin is None else margin
+    out: list[Hit] = []
+    waiting = iter(global_)
+    pending = next(waiting, None)
+    for hit in project:
+        while pending is not None and pending.relevance >= hit.relevance + margin:
+            out.append(pending)
+            pending = next(waiting, None)
+        out.append(hit)
+    if pending is not None:
+        out.append(pending)
+    out.extend(waiting)
+    return out
 
 
 # ---- the phases of one tier --------------------------------------------------------------
@@ -274,13 +297,14 @@ def run(
     report = RecallReport(hits=[], hybrid=hybrid)
     report.tiers = plan_tiers(conn, req, floor)
     plan = QueryPlan(req.query, vector, similarity_scale, vector_cache)
-    hits: list[Hit] = []
+    per_tier: list[list[Hit]] = []
     for tier in report.tiers:
         result = run_tier(ctx, plan, lanes, tier, req, floor, tracer)
         report.pool += result.pool
         for reason in result.omitted:
             report.omit(reason)
-        hits += result.hits
+        per_tier.append(result.hits)
+    hits = merge_tiers(per_tier[0], per_tier[1]) if len(per_tier) > 1 else per_tier[0]
 
     if req.link_hops >= 1 and req.link_budget > 0:
         hits += links.expand(ctx, hits, report.tiers, req, floor)

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Recall quality per dev set, kind and lane, on a fixed tune/validation split by project.
+
+Each set is built once with MiniLM in --work, then every gold item is recalled lexical, dense
+and hybrid (passive, no MMR, no link expansion). Parameters are chosen on the tune side only;
+the tables to quote are the validation side's. The split is by project, so a project's rows and
+queries are never on both sides; a global query belongs to the project it is asked from.
+
+    .venv/bin/python scripts/eval_quality.py [--work DIR] [--side validation|tune|all]
+                                             [--sets coding,paraphrase,fixture] [--json-out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from zmem.evaluation import harness
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL = ROOT / "eval"
+SETS = {
+    # name: (corpus or None for the 64-row fixture, gold, tune-side namespaces)
+    "coding": (
+        EVAL / "coding_corpus.jsonl",
+        EVAL / "coding_gold.jsonl",
+        {"project:ferrox", "project:relay-mesh", "project:tidewater", "project:platform-infra"},
+    ),
+    "paraphrase": (
+        EVAL / "paraphrase_corpus.jsonl",
+        EVAL / "paraphrase_gold.jsonl",
+        {"project:billing-api"},
+    ),
+    # Too small to split: a check that nothing regressed, quoted whole.
+    "fixture": (None, EVAL / "gold.jsonl", None),
+}
+K = 5
+
+
+def side_of(namespace: str, tune: set[str] | None) -> str:
+    if tune is None:
+        return "all"
+    return "tune" if namespace in tune else "validation"
+
+
+def table(name: str, reports: dict[str, dict], tune: set[str] | None, side: str) -> list[str]:
+    """Markdown rows: kind, items, hit@5 per lane, hybrid minus the best single lane."""
+    gold = {r["id"]: r for r in reports["lexical"]["per_item"]}
+    namespaces = {}
+    for line in SETS[name][1].read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            item = json.loads(line)
+            namespaces[item["id"]] = item["namespace"]
+    keep = {i for i in gold if side == "all" or side_of(namespaces[i], tune) in (side, "all")}
+    kinds = sorted({gold[i]["bucket"] for i in keep})
+    out = [
+        f"\n### {name} ({side} side, hit@{K}; forbidden = passive queries returning a forbidden "
+        "row)\n",
+        "| kind | items | lexical | dense | hybrid | hybrid - best lane | forbidden (hybrid) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for kind in [*kinds, "all"]:
+        ids = [i for i in keep if kind == "all" or gold[i]["bucket"] == kind]
+        scores = {}
+        for mode, report in reports.items():
+            rows = [r for r in report["per_item"] if r["id"] in ids]
+            scored = [r for r in rows if r["expect"]]
+            scores[mode] = sum(r["hit"] for r in scored) / len(scored) if scored else None
+        leaks = sum(1 for r in reports["hybrid"]["per_item"] if r["id"] in ids and r["leaked"])
+        cells = [f"{scores[m]:.3f}" if scores[m] is not None else "-" for m in reports]
+        lanes = [scores[m] for m in ("lexical", "dense") if scores[m] is not None]
+        gap = (
+            f"{scores['hybrid'] - max(lanes):+.3f}"
+            if lanes and scores["hybrid"] is not None
+            else "-"
+        )
+        out.append(f"| {kind} | {len(ids)} | {' | '.join(cells)} | {gap} | {leaks} |")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, help="where the built stores go (default: a temp dir)")
+    ap.add_argument("--side", choices=("validation", "tune", "all"), default="validation")
+    ap.add_argument("--sets", default=",".join(SETS), help="comma-separated: " + ",".join(SETS))
+    ap.add_argument("--json-out", type=Path, help="also write every per-item result here")
+    ap.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="MODULE.NAME=VALUE",
+        help="for tuning: set a zmem.retrieval constant, e.g. pipeline.GLOBAL_MARGIN=0.05",
+    )
+    ap.add_argument(
+        "--with-global",
+        action="store_true",
+        help="recall every item with --include-global (what the prompt hook does)",
+    )
+    args = ap.parse_args()
+    for spec in args.param:
+        name, _, value = spec.partition("=")
+        module_name, _, attr = name.rpartition(".")
+        module = importlib.import_module(f"zmem.retrieval.{module_name}")
+        if not hasattr(module, attr):
+            print(f"eval_quality: zmem.retrieval.{name} does not exist", file=sys.stderr)
+            return 2
+        setattr(module, attr, type(getattr(module, attr))(value))
+    work = args.work or Path(tempfile.mkdtemp(prefix="zmem-quality-"))
+    work.mkdir(parents=True, exist_ok=True)
+    everything = {}
+    for name in args.sets.split(","):
+        if name not in SETS:
+            print(f"eval_quality: unknown set {name!r} ({', '.join(SETS)})", file=sys.stderr)
+            return 2
+        corpus, gold_path, tune = SETS[name]
+        store = work / f"{name}.sqlite"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{store}{suffix}").unlink(missing_ok=True)
+        print(f"building and querying {name} ...", file=sys.stderr)
+        reports = harness.run_modes(
+            store, gold_path, K, corpus, profile="minilm", include_global=args.with_global
+        )
+        everything[name] = {m: r["per_item"] for m, r in reports.items()}
+        print("\n".join(table(name, reports, tune, args.side)))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(everything, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
