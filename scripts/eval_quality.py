@@ -89,6 +89,9 @@ def main() -> int:
     ap.add_argument("--sets", default=",".join(SETS), help="comma-separated: " + ",".join(SETS))
     ap.add_argument("--json-out", type=Path, help="also write every per-item result here")
     ap.add_argument(
+        "--from-json", type=Path, help="print the tables of an earlier --json-out; build nothing"
+    )
+    ap.add_argument(
         "--param",
         action="append",
         default=[],
@@ -109,6 +112,12 @@ def main() -> int:
             print(f"eval_quality: zmem.retrieval.{name} does not exist", file=sys.stderr)
             return 2
         setattr(module, attr, type(getattr(module, attr))(value))
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text(encoding="utf-8"))
+        for name, per_mode in saved.items():
+            reports = {mode: {"per_item": items} for mode, items in per_mode.items()}
+            print("\n".join(table(name, reports, SETS[name][2], args.side)))
+        return 0
     work = args.work or Path(tempfile.mkdtemp(prefix="zmem-quality-"))
     work.mkdir(parents=True, exist_ok=True)
     everything = {}

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zmem.capture.controls import has_controls, strip_controls
-from zmem.capture.injection import injection_shapes
+from zmem.capture.injection import classified_as_injection, injection_shapes
 from zmem.capture.namespaces import validate_namespace
 from zmem.capture.secrets import find_secrets, looks_like_secret, redact
 from zmem.capture.source import file_path, hash_file, normalize_source_ref
@@ -155,7 +155,9 @@ def prepare(
             # manual/reviewed keep the text verbatim: the reviewer decides.
             warnings.append({"type": "secret_warning", "count": found})
 
-    shapes = injection_shapes(content)
+    # The learned detector (0.3 ms a text) runs here, once per write; reads check the tag it
+    # leaves and the cheap patterns only.
+    shapes = injection_shapes(content) + (["learned"] if classified_as_injection(content) else [])
     if shapes:
         tag_list = merge_tags(tag_list, [INJECTION_TAG])
         warnings.append({"type": "injection_risk", "shapes": shapes})

@@ -67,6 +67,10 @@ def popularity(retrieval_count: int) -> float:
 AGREEMENT_BONUS = 0.5
 
 
+# How far a words query (e near 1) mutes the dense lane: 1.0 silences it completely.
+SEMANTIC_GATE = 1.0
+
+
 def query_coverage(natives: Iterable[Mapping[str, float]]) -> float:
     """E, the query-type signal: the best share of the query's words one lexical row holds."""
     return max((n.get("coverage", 0.0) for n in natives), default=0.0)
@@ -88,7 +92,7 @@ def relevance(native: Mapping[str, float], e: float) -> float:
     # Squared: a query half of whose words one row holds is still mostly a words query (the
     # linear gate gave dense rows too much say there; see docs/benchmarks.md).
     lexical = lex * (cov + (1.0 - cov) * e * e)
-    semantic = dense * (1.0 - e * e)
+    semantic = dense * (1.0 - SEMANTIC_GATE * e * e)
     return min(1.0, max(lexical, semantic, ent) + AGREEMENT_BONUS * min(lexical, semantic))
 
 

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Train the learned injection detector (capture/injection.py) and report it on held-out data.
+
+Data: eval/injection_set.jsonl (injection and benign texts, each in a family of variants) and the
+coding corpus's rows (its injection rows are those its gold set forbids on injection queries).
+The split is by family (and by project for the corpus), so no variant of a held-out text is
+trained on: a family or project whose stable hash is even is tune, odd is held out. On the tune
+side, five family-grouped folds give out-of-fold scores; the threshold is the lowest whose
+out-of-fold false-positive rate is at most --max-fp. The model is then trained on the whole tune
+side and written to src/zmem/capture/injection_weights.json (--write). Prints the held-out
+recall and false-positive rate of the learned model, the patterns, and both together.
+
+    .venv/bin/python scripts/train_injection.py [--write] [--max-fp 0.005]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from zmem.capture.injection import classifier_features, injection_shapes
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL = ROOT / "eval"
+OUT = ROOT / "src" / "zmem" / "capture" / "injection_weights.json"
+CODING_TUNE = {
+    "project:ferrox",
+    "project:relay-mesh",
+    "project:tidewater",
+    "project:platform-infra",
+}
+MIN_DOCS = 2  # a feature seen in one training text only is that text's fingerprint
+L2 = float(os.environ.get("TRAIN_L2", 0.02))
+CUE_L2 = float(os.environ.get("TRAIN_CUE_L2", 1.0))
+KINDS = tuple(os.environ.get("TRAIN_KINDS", "w,b,c").split(","))
+STEPS = 600
+RATE = 0.5
+
+
+def _half(name: str) -> str:
+    return "tune" if int(hashlib.sha256(name.encode()).hexdigest(), 16) % 2 == 0 else "heldout"
+
+
+def load() -> list[dict]:
+    rows = []
+    for line in (EVAL / "injection_set.jsonl").read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        rows.append({"text": r["text"], "y": int(r["label"] == "injection"), "group": r["family"],
+                     "side": _half(r["family"]), "source": "injection_set"})  # fmt: skip
+    forbidden = set()
+    for line in (EVAL / "coding_gold.jsonl").read_text(encoding="utf-8").splitlines():
+        g = json.loads(line)
+        if g["bucket"] == "injection":
+            forbidden.update(g["forbid"])
+    for line in (EVAL / "coding_corpus.jsonl").read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        ns = r["namespace"]
+        side = (
+            ("tune" if ns in CODING_TUNE else "heldout")
+            if ns.startswith("project:")
+            else (_half(r["key"]))
+        )
+        rows.append({"text": r["content"], "y": int(r["key"] in forbidden), "group": r["key"],
+                     "side": side, "source": "coding_corpus"})  # fmt: skip
+    return rows
+
+
+def fit(feats: list[set[str]], y: np.ndarray) -> tuple[dict[str, float], float]:
+    counts: dict[str, int] = {}
+    for f in feats:
+        for name in f:
+            counts[name] = counts.get(name, 0) + 1
+    vocab = sorted(n for n, c in counts.items() if c >= MIN_DOCS or n.startswith("c:"))
+    index = {n: i for i, n in enumerate(vocab)}
+    x = np.zeros((len(feats), len(vocab)), dtype=np.float32)
+    for row, f in enumerate(feats):
+        for name in f:
+            if name in index:
+                x[row, index[name]] = 1.0
+    # Balanced classes: injections are the minority, and a missed one costs what it costs.
+    pos = max(1, int(y.sum()))
+    weight = np.where(y == 1, len(y) / (2 * pos), len(y) / (2 * max(1, len(y) - pos)))
+    w = np.zeros(len(vocab), dtype=np.float64)
+    # Cue groups are few and meant to carry across phrasings; words and pairs are many and
+    # mostly fingerprints of the texts at hand: they are held back harder.
+    l2 = np.array([L2 * (CUE_L2 if n.startswith("c:") else 1.0) for n in vocab])
+    b = 0.0
+    for _ in range(STEPS):
+        p = 1.0 / (1.0 + np.exp(-(x @ w + b)))
+        grad = (p - y) * weight
+        w -= RATE * (x.T @ grad / len(y) + l2 * w)
+        b -= RATE * float(grad.mean())
+    return {n: round(float(w[i]), 5) for i, n in enumerate(vocab) if abs(w[i]) >= 1e-4}, b
+
+
+def score(model: tuple[dict[str, float], float], f: set[str]) -> float:
+    weights, bias = model
+    return bias + sum(weights.get(n, 0.0) for n in f)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="write the weights file")
+    ap.add_argument("--max-fp", type=float, default=0.005, help="out-of-fold FP rate to allow")
+    ap.add_argument(
+        "--show-tune-errors", action="store_true", help="print the tune side's out-of-fold errors"
+    )
+    args = ap.parse_args()
+    rows = load()
+    for r in rows:
+        r["f"] = {f for f in classifier_features(r["text"]) if f.split(":", 1)[0] in KINDS}
+    tune = [r for r in rows if r["side"] == "tune"]
+    held = [r for r in rows if r["side"] == "heldout"]
+    # Out-of-fold scores on the tune side, folds by group, for the threshold.
+    oof: list[tuple[float, int]] = []
+    oof_rows: list[dict] = []
+    for fold in range(5):
+
+        def in_fold(r: dict, fold: int = fold) -> bool:
+            return int(hashlib.sha256(("fold" + r["group"]).encode()).hexdigest(), 16) % 5 == fold
+
+        train = [r for r in tune if not in_fold(r)]
+        model = fit([r["f"] for r in train], np.array([r["y"] for r in train], dtype=np.float64))
+        oof += [(score(model, r["f"]), r["y"]) for r in tune if in_fold(r)]
+        oof_rows += [r for r in tune if in_fold(r)]
+    benign = sorted((s for s, y in oof if y == 0), reverse=True)
+    allowed = int(args.max_fp * len(benign))
+    threshold = benign[allowed] + 1e-6 if allowed < len(benign) else float("-inf")
+    oof_recall = sum(1 for s, y in oof if y == 1 and s >= threshold) / max(
+        1, sum(y for _, y in oof)
+    )
+    model = fit([r["f"] for r in tune], np.array([r["y"] for r in tune], dtype=np.float64))
+
+    def report(name: str, flagged) -> str:
+        pos = [r for r in held if r["y"] == 1]
+        neg = [r for r in held if r["y"] == 0]
+        tp = sum(1 for r in pos if flagged(r))
+        fp = sum(1 for r in neg if flagged(r))
+        return (f"| {name} | {tp}/{len(pos)} = {tp / len(pos):.3f} | "
+                f"{fp}/{len(neg)} = {fp / len(neg):.4f} |")  # fmt: skip
+
+    learned = lambda r: score(model, r["f"]) >= threshold  # noqa: E731
+    patterns = lambda r: bool(injection_shapes(r["text"]))  # noqa: E731
+    print(f"tune: {len(tune)} texts ({sum(r['y'] for r in tune)} injections); held out: "
+          f"{len(held)} ({sum(r['y'] for r in held)} injections); threshold {threshold:.3f}, "
+          f"out-of-fold recall {oof_recall:.3f} at FP <= {args.max_fp}")  # fmt: skip
+    print("\n| held-out detector | recall | false positives |\n| --- | --- | --- |")
+    print(report("patterns only (before)", patterns))
+    print(report("learned model", learned))
+    print(report("patterns or learned (shipped)", lambda r: patterns(r) or learned(r)))
+    if args.show_tune_errors:
+        # Error analysis on the tune side only (out-of-fold): the held-out texts stay unread.
+        for (s, y), r in zip(oof, oof_rows, strict=True):
+            if (y == 1 and s < threshold) or (y == 0 and s >= threshold):
+                label = "missed" if y else "false positive"
+                print(f"{label} {s:+.2f}: {r['text'][:160]!r}", file=sys.stderr)
+    if args.write:
+        OUT.write_text(
+            json.dumps({"bias": round(model[1], 5), "threshold": round(threshold, 5),
+                        "weights": dict(sorted(model[0].items()))}, indent=0) + "\n",
+            encoding="utf-8",
+        )  # fmt: skip
+        print(f"\nwrote {OUT.relative_to(ROOT)} ({len(model[0])} weights)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
