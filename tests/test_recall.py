@@ -709,3 +709,16 @@ def test_each_kind_has_its_defaults_and_they_survive_replace():
 def test_a_request_is_refused_before_any_read(fields):
     with pytest.raises(UsageError):
         RecallRequest(**fields)
+
+
+def test_a_named_entity_alone_counts_half_of_a_full_word_or_meaning_match():
+    from zmem.retrieval import fusion
+
+    # A row that only names an entity the query names (every row of a Go project names "Go")
+    # must not tie with the row whose words or meaning answer the query.
+    entity_only = fusion.relevance({"entity": 1.0}, e=0.6)
+    words = fusion.relevance({"fts": 1.0, "coverage": 1.0}, e=1.0)
+    meaning = fusion.relevance({"vector": 1.0}, e=0.0)
+    assert entity_only == 0.5 and words == 1.0 and meaning == 1.0
+    # Entity evidence still lifts a row the other lanes found weakly.
+    assert fusion.relevance({"vector": 0.3, "entity": 1.0}, e=0.0) == 0.5

@@ -67,6 +67,10 @@ def popularity(retrieval_count: int) -> float:
 AGREEMENT_BONUS = 0.5
 
 
+# How much a named entity alone says about a row, against the words and meaning lanes: at 1.0
+# every row naming a common entity ("Go" in a Go project) tied at full relevance. Chosen on the
+# tune projects of the coding dev set (0, 0.3, 0.5, 0.7, 1.0; docs/benchmarks.md).
+ENTITY_WEIGHT = 0.5
 # How far a words query (e near 1) mutes the dense lane: 1.0 silences it completely.
 SEMANTIC_GATE = 1.0
 
@@ -93,7 +97,9 @@ def relevance(native: Mapping[str, float], e: float) -> float:
     # linear gate gave dense rows too much say there; see docs/benchmarks.md).
     lexical = lex * (cov + (1.0 - cov) * e * e)
     semantic = dense * (1.0 - SEMANTIC_GATE * e * e)
-    return min(1.0, max(lexical, semantic, ent) + AGREEMENT_BONUS * min(lexical, semantic))
+    return min(
+        1.0, max(lexical, semantic, ENTITY_WEIGHT * ent) + AGREEMENT_BONUS * min(lexical, semantic)
+    )
 
 
 def coverage(terms: Iterable[str], tokens: Iterable[str]) -> float:
