@@ -124,3 +124,44 @@ def test_paraphrase_dev_set_runs_from_its_corpus(tmp_path):
     assert 0.0 <= report["hit_at_k"] <= 1.0
     with pytest.raises(UsageError, match="already exists"):
         harness.run(path, harness.PARAPHRASE_GOLD, 5, harness.PARAPHRASE_CORPUS)
+
+
+def test_a_corpus_with_history_builds_updates_and_contradictions(tmp_path):
+    from zmem import MemoryStore
+    from zmem.errors import UsageError
+    from zmem.evaluation import fixture, gold
+
+    lines = [
+        {"key": "A001", "namespace": "project:h", "type": "fact", "signal": "test",
+         "content": "The API listens on port 8080 in development."},
+        {"key": "A002", "namespace": "project:h", "type": "fact", "signal": "test",
+         "content": "The API listens on port 9090 in development.", "update_of": "A001",
+         "at": "2026-02-01T00:00:00Z"},
+        {"key": "A003", "namespace": "project:h", "type": "convention", "signal": "user",
+         "content": "Squash merge every pull request into main."},
+        {"key": "A004", "namespace": "project:h", "type": "convention", "signal": "user",
+         "content": "Rebase merge pull requests so main keeps each commit.", "contradicts": "A003"},
+    ]  # fmt: skip
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    goldfile = tmp_path / "g.jsonl"
+    goldfile.write_text(
+        json.dumps({"id": "u1", "bucket": "update", "query": "which port does the api use",
+                    "namespace": "project:h", "expect": ["A002"], "forbid": ["A001"]}) + "\n"
+        + json.dumps({"id": "a1", "bucket": "as_of", "query": "which port does the api use",
+                      "namespace": "project:h", "expect": ["A001"], "forbid": ["A002"],
+                      "as_of": "2026-01-20T00:00:00Z"}) + "\n"
+    )  # fmt: skip
+    assert [i.bucket for i in gold.load(goldfile)] == ["update", "as_of"]
+    report = harness.run(tmp_path / "h.sqlite", goldfile, 5, corpus)
+    assert report["pass_rate"] == 1.0
+    with MemoryStore.open(tmp_path / "h.sqlite") as s:
+        live = {m.source_ref: m for m in s.list()}
+        assert "eval:A001" not in live and live["eval:A002"].update_of is not None
+        assert any(link.relation == "contradicts" for link in s.links(live["eval:A004"].id))
+    # A reference to a later or unknown key, or an update without its instant, is refused.
+    for bad in ({**lines[1], "update_of": "A009"}, {**lines[1], "at": None}):
+        broken = tmp_path / "bad.jsonl"
+        broken.write_text(json.dumps(lines[0]) + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(UsageError, match="corpus line 2"):
+            fixture.load_corpus(broken)
