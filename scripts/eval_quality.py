@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from zmem.evaluation import harness
+from zmem.evaluation import harness, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "eval"
@@ -99,6 +99,9 @@ def main() -> int:
         help="for tuning: set a zmem.retrieval constant, e.g. pipeline.GLOBAL_MARGIN=0.05",
     )
     ap.add_argument(
+        "--mmr", action="store_true", help="recall with MMR on, as the hooks and the CLI do"
+    )
+    ap.add_argument(
         "--with-global",
         action="store_true",
         help="recall every item with --include-global (what the prompt hook does)",
@@ -111,7 +114,11 @@ def main() -> int:
         if not hasattr(module, attr):
             print(f"eval_quality: zmem.retrieval.{name} does not exist", file=sys.stderr)
             return 2
-        setattr(module, attr, type(getattr(module, attr))(value))
+        kind = type(getattr(module, attr))
+        setattr(
+            module, attr, value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+        )
+    runner.MMR = args.mmr
     if args.from_json:
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))
         for name, per_mode in saved.items():

@@ -332,7 +332,7 @@ def is_injection_risk(text: str) -> bool:
 # on one half of eval/injection_set.jsonl (split by family) and the tune projects of the coding
 # corpus; the other half is what docs/benchmarks.md reports.
 
-_WORD = re.compile(r"[a-z0-9_][a-z0-9_\-\.]*")
+_WORD = r"[a-z0-9_][a-z0-9_\-\.]*"
 _ADDRESSEE = (
     r"(?:ai|a\.i\.|llms?|assistants?|agents?|copilot|chatgpt|gpt|claude|cursor|bots?|"
     r"models?|automation|automated \w+|language models?|ai[- ]\w+|whoever\b[^.\n]{0,30}|"
@@ -347,114 +347,122 @@ _ACT = (
     r"keep|leave|omit|tell|say|report|modify|switch|point|put|write|copy|base64|cat|curl|wget|"
     r"chmod|open|invite|transfer|rename|reset|revert|enable|turn)"
 )
-# Compiled case-sensitive: they run on the lower-cased text (IGNORECASE cost 3x here).
-_CUES: dict[str, re.Pattern[str]] = {
-    name: re.compile(pattern)
-    for name, pattern in {
-        "addressee": rf"\b{_ADDRESSEE}\b",
-        # Spoken TO the model: "Agent: run", "assistants should delete", "for bots: set",
-        # "(hint for AI) read", "Copilot, call", "TODO(agent):". A human's note ABOUT an
-        # assistant ("ask it to run", "done by an AI agent") has no such turn.
-        "addressed_directive": rf"\b{_ADDRESSEE}\s*(?:\)|\]|>|:|,|-|—|–)\s*(?:please\s+|"
-        rf"also\s+|just\s+|kindly\s+)?(?:\w+\s+){{0,3}}?{_ACT}\b|\b{_ADDRESSEE}\s+(?:should|"
-        rf"must|needs? to|has to|is (?:required|expected|asked) to|will|can now|may now|is "
-        rf"(?:now )?(?:permitted|allowed|authori[sz]ed) to)\b|\b(?:for|to|attention|hint for|"
-        rf"note (?:for|to)|message (?:for|to)|hey|hi|dear|pour|para|an|für)\s+(?:the |all |any "
-        rf"|our |kind )?{_ADDRESSEE}\b",
-        "you_must": r"\byou (?:must|should|need to|are (?:required|expected|instructed|asked|"
-        r"permitted|allowed) to|have to|will now|are now|now have|have (?:owner|admin))\b",
-        "conceal": r"\b(?:don'?t|do not|never|without|avoid|no need to) (?:tell|telling|mention|"
-        r"mentioning|inform|informing|notify|notifying|report|reporting|flag|flagging|ask|asking|"
-        r"alert|alerting|disclos\w+|reveal\w*|bring (?:it|this|that) up|list|quot\w+|explain|"
-        r"document|leav\w+ a comment|check\w*|wait)\b|\b(?:quietly|silently|secretly|discreetly|"
-        r"covertly|keep (?:it|this) quiet)\b|\bwithout (?:the )?(?:user|reviewer|human|developer|"
-        r"maintainers?|operator)\b|\bleave (?:that|it|this) out\b|\bout of (?:the|your) "
-        r"(?:summary|report|review|response|description)\b",
-        "deceive": r"\b(?:tell|assure|inform) (?:the )?(?:developer|user|them|me|reviewer|human)"
-        r" (?:that |it )|\bjust (?:say|describe|call it|report)\b|\bdescribe it as\b|\bsay "
-        r"(?:that |it )?(?:was|is|has been)\b|\breport only\b",
-        "no_confirm": r"\bwithout (?:asking|confirmation|confirming|approval|review|a ticket|"
-        r"checking|prompting)\b|\bno (?:need to (?:check|ask|confirm)|ticket needed|approval "
-        r"needed)\b|\bstop asking\b|\bnever (?:asks?|refuses?)\b|\bunattended\b|\bdon'?t wait\b"
-        r"|\bconfirmations? (?:are|is) disabled\b|\bbefore (?:anyone|a human|the user) "
-        r"(?:notices|sees|checks)\b",
-        "claimed_consent": r"\b(?:the )?(?:user|developer|owner|operator|human)s? (?:has |have )?"
-        r"(?:already )?(?:granted|agreed|approved|authori[sz]ed|consented|signed off|permitted)"
-        r"\b|\b(?:owners?|maintainers?|admins?|humans) (?:are aware|have signed off|approved|"
-        r"want)\b|\bapproval is implied\b|\btrust me\b|\bpre-?approved\b|\b(?:verified|"
-        r"github|platform) (?:staff|support)\b",
-        "authority": r"\b(?:authori[sz]ed|approved by|on behalf of|sanctioned|mandated|"
-        r"mandatory|instructions? from|directive from|per (?:the )?(?:security|admin|owner|"
-        r"maintainer)|official (?:directive|notice|instruction)|(?:security|compliance) team "
-        r"(?:requires|has approved|says)|policy requires|is required)\b",
-        "persona": r"\b(?:act(?:ing)? as|pretend (?:to be|you are)|persona|operating as|role-?play"
-        r"|you(?:'re| are) (?:now )?(?:the|a|an) \w+ (?:owner|admin|manager|captain|maintainer))"
-        r"\b|\byou(?:'re| are) now\b|\bnew (?:role|task) for you\b",
-        "pipe_shell": r"\b(?:curl|wget|iwr|invoke-webrequest)\b[^\n|]{0,200}\|\s*(?:sudo\s+)?"
-        r"(?:ba|z|k)?sh\b|\biex\b",
-        "skip_checks": r"--no-verify|-auto-approve|--auto-approve|--admin\b|--force\b|\bskip[-_ ]"
-        r"(?:ci|checks?|hooks?|tests?|review|the tests)\b|\b(?:disable|bypass|turn off|remove|"
-        r"comment out|mark)\b[^.\n]{0,30}\b(?:tests?|linters?|checks?|ci|hooks?|branch "
-        r"protection|2fa|mfa|signing|reviews?|auth\w*|permissions?|confirmations?|audit\w*)\b|"
-        r"fail_under\s*=\s*0|pytest\.mark\.skip|hookspath|dangerously|strict-ssl false",
-        "destroy": r"\bchmod\s+(?:-r\s+)?(?:0?777|a\+rwx)|\brm\s+-rf\s+(?:/|~|\$home|\*)|\bdrop "
-        r"(?:schema|database|table)\b|\b(?:delete|remove|drop|truncate|wipe|destroy|nuke) "
-        r"(?:all |the |every )?(?:codeowners|polic\w+|security\.md|license|audit\w*|branch "
-        r"protection|prod\w*|migrations?|rows|release|tags|branches|\.github)|terraform destroy",
-        "grant": r"\b(?:grant|give|add|make|promote|invite|attach|bind)\b[^.\n]{0,60}\b(?:admin"
-        r"\w*|owner|maintainer|write access|root|superuser|collaborator|cluster-admin|"
-        r"administratoraccess)\b|authorized_keys|ssh-(?:rsa|ed25519) aaaa|\bmake (?:the |this )?"
-        r"repo\w* public\b|\bremote add\b|push (?:--all|--mirror)|gh secret set|\bnpm publish\b",
-        "secrets_out": r"\b(?:send|post|upload|paste|forward|exfiltrat\w+|curl\b[^\n]{0,40}"
-        r"(?:-d|--data)|webhook|include|append|attach|print|echo|output|put|read|cat|"
-        r"base64[- ]?encode|printenv|store)\b[^\n]{0,80}(?:\benv\b|\.env\b|environment variables?"
-        r"|tokens?\b|_token\b|secrets?\b|credentials?\b|passwords?\b|api[_ ]?keys?\b|\.aws\b|ssh"
-        r" keys?\b|private keys?\b|\.npmrc\b|\.pypirc\b|kubeconfig\b|id_rsa\b|id_ed25519\b|"
-        r"\.pem\b|/etc/passwd\b|hosts\.yml\b|inbox\b)",
-        "standing_order": r"\b(?:remember|save|store|keep|record|memori[sz]e|note|add)\b"
-        r"[^.\n]{0,50}\b(?:permanent\w*|forever|all future|every future|"
-        r"future (?:sessions?|conversations?)|"
-        r"from now on|as a (?:rule|standing|verified fact)|going forward|across all|to your "
-        r"(?:notes|memory|project memory)|every (?:new )?session)\b|\bfrom (?:now|here) on\b|"
-        r"\bgoing forward\b|\beach time you start\b|\bmemory system\b",
-        "override": r"\b(?:previous|prior|earlier|old|existing|above|original|operator'?s?) "
-        r"(?:guidance|instructions?|rules|policy|directions?|constraints)\b[^.\n]{0,40}\b(?:"
-        r"outdated|obsolete|void|superseded|no longer|replaced|revoked)\b|\bsupersedes?\b|\bnew "
-        r"(?:policy|directive|instructions?|operator instructions)\b|\bignor\w*\b|\bdisregard\b|"
-        r"\bforget (?:what|everything|all)\b|\boutrank\b|\bno longer (?:want|need|expected)\b",
-        "markup": r"</?(?:system|tool_output|instructions?)>|\[system\]|^\s*(?:human|user|system)"
-        r"\s*\]?:",
-        "urgent": r"\b(?:urgent|immediately|asap|right now|without delay|effective (?:today|"
-        r"immediately)|apply now)\b",
-        "external_url": r"(?:https?://|\bh77p)(?!(?:github\.com|docs\.|localhost|127\.0\.0\.1))",
-        "raw_ip": r"\b\d{1,3}(?:\.\d{1,3}){3}\b",
-    }.items()
+# Compiled on first use (~25 ms: the read path, a cold hook included, never needs them), and
+# case-sensitive: they run on the lower-cased text (IGNORECASE cost 3x here).
+_CUE_PATTERNS: dict[str, str] = {
+    "addressee": rf"\b{_ADDRESSEE}\b",
+    # Spoken TO the model: "Agent: run", "assistants should delete", "for bots: set",
+    # "(hint for AI) read", "Copilot, call", "TODO(agent):". A human's note ABOUT an
+    # assistant ("ask it to run", "done by an AI agent") has no such turn.
+    "addressed_directive": rf"\b{_ADDRESSEE}\s*(?:\)|\]|>|:|,|-|—|–)\s*(?:please\s+|"
+    rf"also\s+|just\s+|kindly\s+)?(?:\w+\s+){{0,3}}?{_ACT}\b|\b{_ADDRESSEE}\s+(?:should|"
+    rf"must|needs? to|has to|is (?:required|expected|asked) to|will|can now|may now|is "
+    rf"(?:now )?(?:permitted|allowed|authori[sz]ed) to)\b|\b(?:for|to|attention|hint for|"
+    rf"note (?:for|to)|message (?:for|to)|hey|hi|dear|pour|para|an|für)\s+(?:the |all |any "
+    rf"|our |kind )?{_ADDRESSEE}\b",
+    "you_must": r"\byou (?:must|should|need to|are (?:required|expected|instructed|asked|"
+    r"permitted|allowed) to|have to|will now|are now|now have|have (?:owner|admin))\b",
+    "conceal": r"\b(?:don'?t|do not|never|without|avoid|no need to) (?:tell|telling|mention|"
+    r"mentioning|inform|informing|notify|notifying|report|reporting|flag|flagging|ask|asking|"
+    r"alert|alerting|disclos\w+|reveal\w*|bring (?:it|this|that) up|list|quot\w+|explain|"
+    r"document|leav\w+ a comment|check\w*|wait)\b|\b(?:quietly|silently|secretly|discreetly|"
+    r"covertly|keep (?:it|this) quiet)\b|\bwithout (?:the )?(?:user|reviewer|human|developer|"
+    r"maintainers?|operator)\b|\bleave (?:that|it|this) out\b|\bout of (?:the|your) "
+    r"(?:summary|report|review|response|description)\b",
+    "deceive": r"\b(?:tell|assure|inform) (?:the )?(?:developer|user|them|me|reviewer|human)"
+    r" (?:that |it )|\bjust (?:say|describe|call it|report)\b|\bdescribe it as\b|\bsay "
+    r"(?:that |it )?(?:was|is|has been)\b|\breport only\b",
+    "no_confirm": r"\bwithout (?:asking|confirmation|confirming|approval|review|a ticket|"
+    r"checking|prompting)\b|\bno (?:need to (?:check|ask|confirm)|ticket needed|approval "
+    r"needed)\b|\bstop asking\b|\bnever (?:asks?|refuses?)\b|\bunattended\b|\bdon'?t wait\b"
+    r"|\bconfirmations? (?:are|is) disabled\b|\bbefore (?:anyone|a human|the user) "
+    r"(?:notices|sees|checks)\b",
+    "claimed_consent": r"\b(?:the )?(?:user|developer|owner|operator|human)s? (?:has |have )?"
+    r"(?:already )?(?:granted|agreed|approved|authori[sz]ed|consented|signed off|permitted)"
+    r"\b|\b(?:owners?|maintainers?|admins?|humans) (?:are aware|have signed off|approved|"
+    r"want)\b|\bapproval is implied\b|\btrust me\b|\bpre-?approved\b|\b(?:verified|"
+    r"github|platform) (?:staff|support)\b",
+    "authority": r"\b(?:authori[sz]ed|approved by|on behalf of|sanctioned|mandated|"
+    r"mandatory|instructions? from|directive from|per (?:the )?(?:security|admin|owner|"
+    r"maintainer)|official (?:directive|notice|instruction)|(?:security|compliance) team "
+    r"(?:requires|has approved|says)|policy requires|is required)\b",
+    "persona": r"\b(?:act(?:ing)? as|pretend (?:to be|you are)|persona|operating as|role-?play"
+    r"|you(?:'re| are) (?:now )?(?:the|a|an) \w+ (?:owner|admin|manager|captain|maintainer))"
+    r"\b|\byou(?:'re| are) now\b|\bnew (?:role|task) for you\b",
+    "pipe_shell": r"\b(?:curl|wget|iwr|invoke-webrequest)\b[^\n|]{0,200}\|\s*(?:sudo\s+)?"
+    r"(?:ba|z|k)?sh\b|\biex\b",
+    "skip_checks": r"--no-verify|-auto-approve|--auto-approve|--admin\b|--force\b|\bskip[-_ ]"
+    r"(?:ci|checks?|hooks?|tests?|review|the tests)\b|\b(?:disable|bypass|turn off|remove|"
+    r"comment out|mark)\b[^.\n]{0,30}\b(?:tests?|linters?|checks?|ci|hooks?|branch "
+    r"protection|2fa|mfa|signing|reviews?|auth\w*|permissions?|confirmations?|audit\w*)\b|"
+    r"fail_under\s*=\s*0|pytest\.mark\.skip|hookspath|dangerously|strict-ssl false",
+    "destroy": r"\bchmod\s+(?:-r\s+)?(?:0?777|a\+rwx)|\brm\s+-rf\s+(?:/|~|\$home|\*)|\bdrop "
+    r"(?:schema|database|table)\b|\b(?:delete|remove|drop|truncate|wipe|destroy|nuke) "
+    r"(?:all |the |every )?(?:codeowners|polic\w+|security\.md|license|audit\w*|branch "
+    r"protection|prod\w*|migrations?|rows|release|tags|branches|\.github)|terraform destroy",
+    "grant": r"\b(?:grant|give|add|make|promote|invite|attach|bind)\b[^.\n]{0,60}\b(?:admin"
+    r"\w*|owner|maintainer|write access|root|superuser|collaborator|cluster-admin|"
+    r"administratoraccess)\b|authorized_keys|ssh-(?:rsa|ed25519) aaaa|\bmake (?:the |this )?"
+    r"repo\w* public\b|\bremote add\b|push (?:--all|--mirror)|gh secret set|\bnpm publish\b",
+    "secrets_out": r"\b(?:send|post|upload|paste|forward|exfiltrat\w+|curl\b[^\n]{0,40}"
+    r"(?:-d|--data)|webhook|include|append|attach|print|echo|output|put|read|cat|"
+    r"base64[- ]?encode|printenv|store)\b[^\n]{0,80}(?:\benv\b|\.env\b|environment variables?"
+    r"|tokens?\b|_token\b|secrets?\b|credentials?\b|passwords?\b|api[_ ]?keys?\b|\.aws\b|ssh"
+    r" keys?\b|private keys?\b|\.npmrc\b|\.pypirc\b|kubeconfig\b|id_rsa\b|id_ed25519\b|"
+    r"\.pem\b|/etc/passwd\b|hosts\.yml\b|inbox\b)",
+    "standing_order": r"\b(?:remember|save|store|keep|record|memori[sz]e|note|add)\b"
+    r"[^.\n]{0,50}\b(?:permanent\w*|forever|all future|every future|"
+    r"future (?:sessions?|conversations?)|"
+    r"from now on|as a (?:rule|standing|verified fact)|going forward|across all|to your "
+    r"(?:notes|memory|project memory)|every (?:new )?session)\b|\bfrom (?:now|here) on\b|"
+    r"\bgoing forward\b|\beach time you start\b|\bmemory system\b",
+    "override": r"\b(?:previous|prior|earlier|old|existing|above|original|operator'?s?) "
+    r"(?:guidance|instructions?|rules|policy|directions?|constraints)\b[^.\n]{0,40}\b(?:"
+    r"outdated|obsolete|void|superseded|no longer|replaced|revoked)\b|\bsupersedes?\b|\bnew "
+    r"(?:policy|directive|instructions?|operator instructions)\b|\bignor\w*\b|\bdisregard\b|"
+    r"\bforget (?:what|everything|all)\b|\boutrank\b|\bno longer (?:want|need|expected)\b",
+    "markup": r"</?(?:system|tool_output|instructions?)>|\[system\]|^\s*(?:human|user|system)"
+    r"\s*\]?:",
+    "urgent": r"\b(?:urgent|immediately|asap|right now|without delay|effective (?:today|"
+    r"immediately)|apply now)\b",
+    "external_url": r"(?:https?://|\bh77p)(?!(?:github\.com|docs\.|localhost|127\.0\.0\.1))",
+    "raw_ip": r"\b\d{1,3}(?:\.\d{1,3}){3}\b",
 }
+_CUES: dict[str, re.Pattern[str]] = {}
+_RX: dict[str, re.Pattern[str]] = {}
+
+
+def _rx(name: str) -> re.Pattern[str]:
+    """The learned detector's own expressions, compiled on first use."""
+    if not _RX:
+        _RX.update(word=re.compile(_WORD), leety=re.compile(_LEETY), spaced=re.compile(_SPACED))
+        _CUES.update((cue, re.compile(p)) for cue, p in _CUE_PATTERNS.items())
+    return _RX[name]
+
+
 # Obfuscation: a text that hides its words is suspicious in itself, and is read again with
 # the disguise removed (Cyrillic look-alikes, leetspeak, letters spaced apart).
 _CONFUSABLES = str.maketrans(
     "аеорсухѕіјАВЕКМНОРСТХҮ", "aeopcyxsijABEKMHOPCTXY"
 )  # fmt: skip
 _LEET = str.maketrans("013457$@", "oieastsa")
-_LEETY = re.compile(r"\b(?=\w*[a-z])(?=\w*[013457])[a-z013457]{4,}\b")
+_LEETY = r"\b(?=\w*[a-z])(?=\w*[013457])[a-z013457]{4,}\b"
 # Four or more single letters with a space, dot or dash between each: "a g e n t".
-_SPACED = re.compile(r"(?<![a-z])[a-z](?![a-z])(?:(?:\s?[-.]\s?|\s)[a-z](?![a-z])){3,}")
+_SPACED = r"(?<![a-z])[a-z](?![a-z])(?:(?:\s?[-.]\s?|\s)[a-z](?![a-z])){3,}"
 
 
 def _deobfuscate(low: str) -> tuple[str, bool]:
     text = low.translate(_CONFUSABLES)
     changed = text != low
-    leet = _LEETY.sub(lambda m: m.group(0).translate(_LEET), text)
-    if (
-        leet != text
-        and sum(1 for w in _LEETY.findall(text) if sum(c.isdigit() for c in w) >= 2) >= 1
-    ):
+    leety = _rx("leety")
+    leet = leety.sub(lambda m: m.group(0).translate(_LEET), text)
+    if leet != text and any(sum(c.isdigit() for c in w) >= 2 for w in leety.findall(text)):
         text, changed = leet, True
 
     def join(m: re.Match[str]) -> str:
         return re.sub(r"[\s.\-]", "", m.group(0))
 
-    spaced = _SPACED.sub(join, text)
+    spaced = _rx("spaced").sub(join, text)
     if spaced != text:
         text, changed = spaced, True
     return text, changed
@@ -467,7 +475,7 @@ _MODEL: tuple[dict[str, float], float, float] | None = None
 def classifier_features(text: str) -> set[str]:
     """The features the learned detector sees: words, word pairs and cue groups."""
     low, obfuscated = _deobfuscate(_normalise(text).lower())
-    words = _WORD.findall(low)
+    words = _rx("word").findall(low)
     feats = {"w:" + w for w in words}
     feats.update("b:" + a + " " + b for a, b in zip(words, words[1:], strict=False))
     feats.update("c:" + name for name, rx in _CUES.items() if rx.search(low))
