@@ -722,3 +722,27 @@ def test_a_named_entity_alone_counts_half_of_a_full_word_or_meaning_match():
     assert entity_only == 0.5 and words == 1.0 and meaning == 1.0
     # Entity evidence still lifts a row the other lanes found weakly.
     assert fusion.relevance({"vector": 0.3, "entity": 1.0}, e=0.0) == 0.5
+
+
+def test_mmr_lets_near_copies_give_way_but_keeps_on_topic_rows_in_order():
+    from zmem.retrieval import mmr
+
+    score = {"a": 0.90, "a_copy": 0.89, "b": 0.80, "c": 0.70}
+    sims = {
+        frozenset(("a", "a_copy")): 0.97,  # a near-copy
+        frozenset(("a", "b")): 0.55,  # the same topic
+        frozenset(("a_copy", "b")): 0.55,
+    }
+
+    def similarity(x: str, y: str) -> float:
+        return sims.get(frozenset((x, y)), 0.10)  # c is about something else
+
+    order = ["a", "a_copy", "b", "c"]
+    assert mmr.SIMILARITY_FLOOR == 0.7
+    assert mmr.mmr_order(order, score, similarity, 0.7, 4) == ["a", "b", "c", "a_copy"]
+    # Classic MMR (no floor) also pushes the on-topic row b under the off-topic c.
+    mmr.SIMILARITY_FLOOR = 0.0
+    try:
+        assert mmr.mmr_order(order, score, similarity, 0.7, 4)[:3] == ["a", "c", "b"]
+    finally:
+        mmr.SIMILARITY_FLOOR = 0.7

@@ -16,6 +16,11 @@ from zmem.tokens import jaccard
 K = TypeVar("K", bound=Hashable)
 
 
+# Similarity below this counts as none (0 = classic MMR, every shared word or direction
+# penalised). Chosen on the tune projects of the coding dev set (docs/benchmarks.md).
+SIMILARITY_FLOOR = 0.7
+
+
 def mmr_order(
     order: Sequence[K],
     score: Mapping[K, float],
@@ -27,16 +32,24 @@ def mmr_order(
     already chosen; the rest follow in their original order. lam=1.0 returns `order` as is."""
     if lam >= 1.0 or len(order) <= 1 or picks <= 1:
         return list(order)
+    floor = SIMILARITY_FLOOR
+
+    def overlap(a: K, b: K) -> float:
+        # Only the part of a similarity above the floor counts: rows on the same topic keep
+        # their order, near-copies of a chosen row give way.
+        sim = similarity(a, b)
+        return (sim - floor) / (1.0 - floor) if sim > floor else 0.0
+
     remaining = list(order)
     chosen = [remaining.pop(0)]
-    closest = {k: similarity(k, chosen[0]) for k in remaining}
+    closest = {k: overlap(k, chosen[0]) for k in remaining}
     while remaining and len(chosen) < picks:
         # max() keeps the first of equals, so ties fall back to the composite order.
         best = max(remaining, key=lambda k: lam * score[k] - (1.0 - lam) * closest[k])
         remaining.remove(best)
         chosen.append(best)
         for k in remaining:
-            closest[k] = max(closest[k], similarity(k, best))
+            closest[k] = max(closest[k], overlap(k, best))
     return chosen + remaining
 
 
