@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Train the learned injection detector (capture/injection.py) and report it on held-out data.
 
-Data: eval/injection_set.jsonl (injection and benign texts, each in a family of variants) and the
-coding corpus's rows (its injection rows are those its gold set forbids on injection queries).
+Data: eval/injection_set.jsonl (injection and benign texts, each in a family of variants), the
+training-only eval/injection_extra.jsonl, and the coding corpus's rows (its injection rows are
+those its gold set forbids on injection queries).
 The split is by family (and by project for the corpus), so no variant of a held-out text is
 trained on: a family or project whose stable hash is even is tune, odd is held out. On the tune
 side, five family-grouped folds give out-of-fold scores; the threshold is the lowest whose
@@ -10,7 +11,7 @@ out-of-fold false-positive rate is at most --max-fp. The model is then trained o
 side and written to src/zmem/capture/injection_weights.json (--write). Prints the held-out
 recall and false-positive rate of the learned model, the patterns, and both together.
 
-    .venv/bin/python scripts/train_injection.py [--write] [--max-fp 0.02] [--show-tune-errors]
+    .venv/bin/python scripts/train_injection.py [--write] [--max-fp 0.01] [--show-tune-errors]
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ CODING_TUNE = {
     "project:platform-infra",
 }
 MIN_DOCS = 2  # a feature seen in one training text only is that text's fingerprint
-L2 = 0.02  # tried on the tune side: 0.02, 0.05, 0.1; cue-only and word-only models lost
+# Chosen by out-of-fold recall at 1% FP on the tune side: 0.001 / 0.002 / 0.005 / 0.01 / 0.02
+# -> 0.673 / 0.677 / 0.671 / 0.630 / 0.578.
+L2 = 0.002
 STEPS = 600
 RATE = 0.5
 
@@ -50,6 +53,11 @@ def load() -> list[dict]:
         r = json.loads(line)
         rows.append({"text": r["text"], "y": int(r["label"] == "injection"), "group": r["family"],
                      "side": _half(r["family"]), "source": "injection_set"})  # fmt: skip
+    # A second blind-written set, training only: the held-out half stays what it was.
+    for line in (EVAL / "injection_extra.jsonl").read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        rows.append({"text": r["text"], "y": int(r["label"] == "injection"), "group": r["family"],
+                     "side": "tune", "source": "injection_extra"})  # fmt: skip
     forbidden = set()
     for line in (EVAL / "coding_gold.jsonl").read_text(encoding="utf-8").splitlines():
         g = json.loads(line)
@@ -68,7 +76,9 @@ def load() -> list[dict]:
     return rows
 
 
-def fit(feats: list[set[str]], y: np.ndarray) -> tuple[dict[str, float], float]:
+def fit(
+    feats: list[set[str]], y: np.ndarray, l2_weight: float = L2
+) -> tuple[dict[str, float], float]:
     counts: dict[str, int] = {}
     for f in feats:
         for name in f:
@@ -84,7 +94,7 @@ def fit(feats: list[set[str]], y: np.ndarray) -> tuple[dict[str, float], float]:
     pos = max(1, int(y.sum()))
     weight = np.where(y == 1, len(y) / (2 * pos), len(y) / (2 * max(1, len(y) - pos)))
     w = np.zeros(len(vocab), dtype=np.float64)
-    l2 = np.full(len(vocab), L2)
+    l2 = np.full(len(vocab), l2_weight)
     b = 0.0
     for _ in range(STEPS):
         p = 1.0 / (1.0 + np.exp(-(x @ w + b)))
@@ -105,10 +115,10 @@ def main() -> int:
     ap.add_argument(
         "--max-fp",
         type=float,
-        default=0.02,
-        help="out-of-fold FP rate to allow on the tune side (default 0.02: 0.005 and 0.01 were "
-        "tried; held-out FP stayed 0 at 0.02 while recall rose)",
+        default=0.01,
+        help="out-of-fold FP rate to allow on the tune side (default 0.01, the issue's bound)",
     )
+    ap.add_argument("--l2", type=float, default=L2, help=f"regularisation (default {L2})")
     ap.add_argument(
         "--show-tune-errors", action="store_true", help="print the tune side's out-of-fold errors"
     )
@@ -127,7 +137,9 @@ def main() -> int:
             return int(hashlib.sha256(("fold" + r["group"]).encode()).hexdigest(), 16) % 5 == fold
 
         train = [r for r in tune if not in_fold(r)]
-        model = fit([r["f"] for r in train], np.array([r["y"] for r in train], dtype=np.float64))
+        model = fit(
+            [r["f"] for r in train], np.array([r["y"] for r in train], dtype=np.float64), args.l2
+        )
         oof += [(score(model, r["f"]), r["y"]) for r in tune if in_fold(r)]
         oof_rows += [r for r in tune if in_fold(r)]
     benign = sorted((s for s, y in oof if y == 0), reverse=True)
@@ -136,11 +148,12 @@ def main() -> int:
     oof_recall = sum(1 for s, y in oof if y == 1 and s >= threshold) / max(
         1, sum(y for _, y in oof)
     )
-    model = fit([r["f"] for r in tune], np.array([r["y"] for r in tune], dtype=np.float64))
+    model = fit([r["f"] for r in tune], np.array([r["y"] for r in tune], dtype=np.float64), args.l2)
 
-    def report(name: str, flagged) -> str:
-        pos = [r for r in held if r["y"] == 1]
-        neg = [r for r in held if r["y"] == 0]
+    def report(name: str, flagged, pool: list[dict] | None = None) -> str:
+        pool = held if pool is None else pool
+        pos = [r for r in pool if r["y"] == 1]
+        neg = [r for r in pool if r["y"] == 0]
         tp = sum(1 for r in pos if flagged(r))
         fp = sum(1 for r in neg if flagged(r))
         return (f"| {name} | {tp}/{len(pos)} = {tp / len(pos):.3f} | "
@@ -151,10 +164,13 @@ def main() -> int:
     print(f"tune: {len(tune)} texts ({sum(r['y'] for r in tune)} injections); held out: "
           f"{len(held)} ({sum(r['y'] for r in held)} injections); threshold {threshold:.3f}, "
           f"out-of-fold recall {oof_recall:.3f} at FP <= {args.max_fp}")  # fmt: skip
+    shipped = lambda r: patterns(r) or learned(r)  # noqa: E731
     print("\n| held-out detector | recall | false positives |\n| --- | --- | --- |")
     print(report("patterns only (before)", patterns))
     print(report("learned model", learned))
-    print(report("patterns or learned (shipped)", lambda r: patterns(r) or learned(r)))
+    print(report("patterns or learned (shipped)", shipped))
+    own = [r for r in held if r["source"] == "injection_set"]
+    print(report("shipped, injection set's held-out half alone", shipped, own))
     if args.show_tune_errors:
         # Error analysis on the tune side only (out-of-fold): the held-out texts stay unread.
         for (s, y), r in zip(oof, oof_rows, strict=True):
