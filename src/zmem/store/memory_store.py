@@ -6,9 +6,9 @@ and its read path (Reader); it never prints: what a person should hear comes bac
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
@@ -20,7 +20,6 @@ from zmem.db import graph, memories
 from zmem.db.connect import connect, read_snapshot, transaction
 from zmem.db.migrate import SCHEMA_VERSION, migrate
 from zmem.errors import NotFound, Refusal, StoreUnavailable, UsageError
-from zmem.maintenance import reembed
 from zmem.models import (
     INJECTION_TAG,
     LINK_RELATIONS,
@@ -43,6 +42,9 @@ from zmem.retrieval.scoring import row_injection_risk
 from zmem.store import failures, files
 from zmem.store.reads import Reader
 from zmem.store.vectors import StoreVectors
+
+if TYPE_CHECKING:
+    from zmem.maintenance.reembed import ReembedReport
 
 MIN_ID_PREFIX = 4
 AMBIGUITY_SHOWN = 5  # candidates an ambiguous id prefix lists
@@ -265,10 +267,14 @@ class MemoryStore:
         batch: int = 64,
         dry_run: bool = False,
         confirm: bool = False,
-        progress: reembed.Progress | None = None,
-    ) -> reembed.ReembedReport:
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReembedReport:
         """Backfill missing vectors, or (all=True) rebuild every live vector under `profile`,
         recreating the vector index at its dimension in one transaction."""
+        # Imported here: the job's thread pool and lease code cost every cold hook ~20 ms of
+        # imports it never uses.
+        from zmem.maintenance import reembed
+
         report = reembed.run(
             self._conn,
             self.settings.data_dir,
