@@ -142,6 +142,20 @@ class Crash(BaseException):
     """Stands for the process dying inside a transaction (a BaseException, as a signal is)."""
 
 
+def _dies_at(monkeypatch, n: int) -> None:
+    """The job's n-th transaction dies before it commits; the others commit without pausing."""
+    real_commit = bounded.commit
+    calls = {"n": 0}
+
+    def commit(conn, apply, pause=True):
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise Crash
+        return real_commit(conn, apply, False)
+
+    monkeypatch.setattr(bounded, "commit", commit)
+
+
 def test_a_crash_in_any_transaction_leaves_the_store_whole_and_a_rerun_completes(
     tmp_path, model_dir, monkeypatch
 ):
@@ -191,15 +205,7 @@ def test_rows_written_and_tombstoned_between_runs_are_converted(tmp_path, model_
     path = tmp_path / "s.sqlite"
     _fake_store(path, 30, model_dir)
     real_commit = bounded.commit
-    calls = {"n": 0}
-
-    def dies_at_five(conn, apply, pause=True):
-        calls["n"] += 1
-        if calls["n"] == 5:
-            raise Crash
-        return real_commit(conn, apply, False)
-
-    monkeypatch.setattr(bounded, "commit", dies_at_five)
+    _dies_at(monkeypatch, 5)
     with pytest.raises(Crash):
         _convert(path, model_dir, batch=4)
     assert _state(path)["job"]["phase"] == "stage"
@@ -229,15 +235,7 @@ def test_other_runs_leave_an_interrupted_conversion_pending_and_doctor_names_it(
     path = tmp_path / "s.sqlite"
     _fake_store(path, 12, model_dir)
     real_commit = bounded.commit
-    calls = {"n": 0}
-
-    def dies_at_three(conn, apply, pause=True):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise Crash
-        return real_commit(conn, apply, False)
-
-    monkeypatch.setattr(bounded, "commit", dies_at_three)
+    _dies_at(monkeypatch, 3)
     with pytest.raises(Crash):
         _convert(path, model_dir, batch=2)
     monkeypatch.setattr(bounded, "commit", real_commit)
@@ -262,15 +260,7 @@ def test_all_to_another_profile_drops_an_interrupted_conversion(tmp_path, model_
     path = tmp_path / "s.sqlite"
     _fake_store(path, 12, model_dir)
     real_commit = bounded.commit
-    calls = {"n": 0}
-
-    def dies_at_three(conn, apply, pause=True):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise Crash
-        return real_commit(conn, apply, False)
-
-    monkeypatch.setattr(bounded, "commit", dies_at_three)
+    _dies_at(monkeypatch, 3)
     with pytest.raises(Crash):
         _convert(path, model_dir, batch=2)
     monkeypatch.setattr(bounded, "commit", real_commit)

@@ -36,20 +36,8 @@ def run(
     mode: str = "lexical",
 ) -> dict[str, Any]:
     """The report for gold_path over the fixture store at store_path (built on first use), or
-    over a store built from corpus_path (a dev set without history, e.g. the paraphrase set)."""
-    items = gold.load(gold_path)
-    rows = fixture.load_corpus(corpus_path) if corpus_path is not None else None
-    cleared = {name: os.environ.pop(name) for name in _ISOLATED if name in os.environ}
-    try:
-        with restored_env(ZMEM_EMBED_PROFILE=profile, ZMEM_TEST_NOW=fixture.BUILD_AT):
-            store, ids = _open(store_path, rows)
-            try:
-                os.environ["ZMEM_TEST_NOW"] = fixture.QUERY_AT
-                report = runner.evaluate(store, items, ids, k, mode=mode)
-            finally:
-                store.close()
-    finally:
-        os.environ.update(cleared)
+    over a store built from corpus_path (a dev set, with or without history)."""
+    report = run_modes(store_path, gold_path, k, corpus_path, profile=profile, modes=(mode,))[mode]
     report["settings"] = {
         "store": str(store_path),
         "gold": str(gold_path),
@@ -59,7 +47,7 @@ def run(
         "clock": fixture.QUERY_AT,
         "passive": True,
         "link_hops": 0,
-        "no_mmr": True,
+        "no_mmr": not runner.MMR,
     }
     return report
 
