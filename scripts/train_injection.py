@@ -12,6 +12,11 @@ side and written to src/zmem/capture/injection_weights.json (--write). Prints th
 recall and false-positive rate of the learned model, the patterns, and both together.
 
     .venv/bin/python scripts/train_injection.py [--write] [--max-fp 0.01] [--show-tune-errors]
+        [--embedding-check]
+
+--embedding-check (needs the MiniLM model; ZMEM_DATA names its data dir) also reports a
+logistic model over the MiniLM vectors, alone and stacked with the word model, judged the same
+way (threshold at --max-fp out-of-fold): the measurement behind shipping words only.
 """
 
 from __future__ import annotations
@@ -104,6 +109,73 @@ def fit(
     return {n: round(float(w[i]), 5) for i, n in enumerate(vocab) if abs(w[i]) >= 1e-4}, b
 
 
+def fit_dense(x: np.ndarray, y: np.ndarray, l2_weight: float) -> tuple[np.ndarray, float]:
+    """Balanced logistic regression over dense features (the embedding check)."""
+    pos = max(1, int(y.sum()))
+    weight = np.where(y == 1, len(y) / (2 * pos), len(y) / (2 * max(1, len(y) - pos)))
+    w = np.zeros(x.shape[1])
+    b = 0.0
+    for _ in range(800):
+        p = 1.0 / (1.0 + np.exp(-(x @ w + b)))
+        grad = (p - y) * weight
+        w -= RATE * (x.T @ grad / len(y) + l2_weight * w)
+        b -= RATE * float(grad.mean())
+    return w, b
+
+
+def _fold(r: dict, salt: str, n: int) -> int:
+    return int(hashlib.sha256((salt + r["group"]).encode()).hexdigest(), 16) % n
+
+
+def embedding_scorers(train: list[dict], l2_weight: float) -> dict:
+    """Score functions for the embedding check: vectors alone, and stacked with the words (a
+    two-weight model fitted on inner out-of-fold scores, so the stack never sees its own
+    training scores)."""
+
+    def dense(rows: list[dict]):
+        w, b = fit_dense(np.stack([r["e"] for r in rows]) * 10.0, np.array(
+            [r["y"] for r in rows], dtype=np.float64), 0.001)  # fmt: skip
+        return lambda r: float(r["e"] * 10.0 @ w + b)
+
+    def words(rows: list[dict]):
+        model = fit([r["f"] for r in rows], np.array([r["y"] for r in rows], np.float64), l2_weight)
+        return lambda r: score(model, r["f"])
+
+    inner = []
+    for k in range(4):
+        tr = [r for r in train if _fold(r, "inner", 4) != k]
+        a, c = words(tr), dense(tr)
+        inner += [([a(r), c(r)], r["y"]) for r in train if _fold(r, "inner", 4) == k]
+    w, b = fit_dense(np.array([x for x, _ in inner]), np.array([t for _, t in inner], float), 0.0)
+    a, c = words(train), dense(train)
+    return {"embedding alone": c, "embedding stacked with words": lambda r: float(
+        np.array([a(r), c(r)]) @ w + b)}  # fmt: skip
+
+
+def embedding_check(tune: list[dict], held: list[dict], rows: list[dict], args) -> None:
+    from zmem.config import default_data_dir
+    from zmem.embedding import get_embedder
+
+    vectors = get_embedder("minilm", default_data_dir()).embed([r["text"] for r in rows])
+    for r, v in zip(rows, vectors, strict=True):
+        r["e"] = np.asarray(v, dtype=np.float64)
+    print("\n| held-out, with the MiniLM vectors | recall | false positives |\n| --- | --- | --- |")
+    for name in ("embedding alone", "embedding stacked with words"):
+        oof: list[tuple[float, int]] = []
+        for k in range(5):
+            fn = embedding_scorers([r for r in tune if _fold(r, "fold", 5) != k], args.l2)[name]
+            oof += [(fn(r), r["y"]) for r in tune if _fold(r, "fold", 5) == k]
+        benign = sorted((s for s, y in oof if y == 0), reverse=True)
+        threshold = benign[int(args.max_fp * len(benign))] + 1e-6
+        fn = embedding_scorers(tune, args.l2)[name]
+        pos = [r for r in held if r["y"] == 1]
+        neg = [r for r in held if r["y"] == 0]
+        tp = sum(1 for r in pos if fn(r) >= threshold or injection_shapes(r["text"]))
+        fp = sum(1 for r in neg if fn(r) >= threshold or injection_shapes(r["text"]))
+        print(f"| {name}, or patterns | {tp}/{len(pos)} = {tp / len(pos):.3f} | "
+              f"{fp}/{len(neg)} = {fp / len(neg):.4f} |")  # fmt: skip
+
+
 def score(model: tuple[dict[str, float], float], f: set[str]) -> float:
     weights, bias = model
     return bias + sum(weights.get(n, 0.0) for n in f)
@@ -121,6 +193,11 @@ def main() -> int:
     ap.add_argument("--l2", type=float, default=L2, help=f"regularisation (default {L2})")
     ap.add_argument(
         "--show-tune-errors", action="store_true", help="print the tune side's out-of-fold errors"
+    )
+    ap.add_argument(
+        "--embedding-check",
+        action="store_true",
+        help="also judge MiniLM-vector models (alone and stacked with the words)",
     )
     args = ap.parse_args()
     rows = load()
@@ -171,6 +248,8 @@ def main() -> int:
     print(report("patterns or learned (shipped)", shipped))
     own = [r for r in held if r["source"] == "injection_set"]
     print(report("shipped, injection set's held-out half alone", shipped, own))
+    if args.embedding_check:
+        embedding_check(tune, held, rows, args)
     if args.show_tune_errors:
         # Error analysis on the tune side only (out-of-fold): the held-out texts stay unread.
         for (s, y), r in zip(oof, oof_rows, strict=True):
