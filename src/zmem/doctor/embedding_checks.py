@@ -6,14 +6,12 @@ and the MCP token's scope (never its value)."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from zmem import config
-from zmem.capture import namespaces
+from zmem import access, config
 from zmem.doctor.base import FAIL, NA, OK, RANK, WARN, check, existing
 from zmem.embedding import PROFILE_DIMS, cross_encoder, model_files, profiles, weights
 from zmem.errors import ZMemError
@@ -40,56 +38,35 @@ _VERIFIED: dict[tuple[Any, ...], bool] = {}
 
 
 def _mcp_server_present() -> bool:
-    return importlib.util.find_spec("zmem.mcp_server") is not None
-
-
-def _token_file_scope(path: Path) -> tuple[list[str] | None, str | None]:
-    """(allowed namespaces, None) for a scoped file, (None, None) for an unscoped one, (None,
-    why) for one the server refuses at startup. The token itself is never kept."""
-    try:
-        text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, f"cannot read ZMEM_MCP_TOKEN_FILE {path}: {type(exc).__name__}"
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return None, None if not text.lstrip().startswith(("{", "[")) else "malformed JSON"
-    if not isinstance(doc, dict) or doc.get("namespaces") is None:
-        return None, None
-    scopes = doc["namespaces"]
-    if not isinstance(scopes, list) or not scopes:
-        return None, "namespaces must be a non-empty list"
-    for scope in scopes:
-        try:
-            namespaces.validate_namespace(scope)
-        except ZMemError:
-            return None, f"invalid namespace scope {scope!r}"
-        if namespaces.is_near_miss_global(scope):
-            return None, f"near-miss scope {scope!r} (did you mean user:global?)"
-    return [str(s) for s in scopes], None
+    """The server module and the optional `mcp` SDK it runs on (the zmem[mcp] extra)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("zmem.mcp_server", "mcp"))
 
 
 def mcp_token(env: Mapping[str, str]) -> dict[str, Any]:
-    # Read from the environment, not Settings: the knobs come into Settings with the server.
     env_token = bool(env.get("ZMEM_MCP_TOKEN", "").strip())
     raw_file = env.get("ZMEM_MCP_TOKEN_FILE", "").strip()
     token_file = Path(raw_file).expanduser() if raw_file else None
     extra: dict[str, Any] = {"env_token": env_token, "token_file": str(token_file or "") or None}
     if not _mcp_server_present():
-        detail = "no MCP server in this build"
+        detail = "no MCP server in this install (pip install 'zmem[mcp]')"
         if env_token or token_file:
             detail += "; ZMEM_MCP_TOKEN/ZMEM_MCP_TOKEN_FILE is set but nothing reads it"
         return check("mcp-token", NA, detail, mcp_server=False, **extra)
-    scopes, problem = (None, None) if token_file is None else _token_file_scope(token_file)
-    if problem:
-        return check("mcp-token", FAIL, f"the server refuses to start: {problem}", **extra)
-    if not env_token and token_file is None:
+    try:
+        tokens = access.load_tokens(env)  # the server's own reading; never shows a value
+    except ZMemError as exc:
+        return check("mcp-token", FAIL, f"the server refuses to start: {exc}", **extra)
+    if not tokens.configured:
         return check("mcp-token", OK, "no MCP token configured", unscoped_token=False, **extra)
-    if env_token or scopes is None:
-        which = "ZMEM_MCP_TOKEN" if env_token else f"ZMEM_MCP_TOKEN_FILE {token_file}"
+    unscoped = tokens.unscoped
+    if unscoped:
+        which = (
+            unscoped[0] if unscoped[0] == "ZMEM_MCP_TOKEN" else f"ZMEM_MCP_TOKEN_FILE {token_file}"
+        )
         detail = f"{which} is an unscoped operator token (full access to every namespace); "
         detail += 'scope it with a token file {"token": ..., "namespaces": [...]}'
         return check("mcp-token", WARN, detail, unscoped_token=True, **extra)
+    scopes = sorted(next(t.scope.namespaces for t in tokens.tokens if t.scope.namespaces))
     detail = f"scoped token: {', '.join(scopes)}"
     return check("mcp-token", OK, detail, unscoped_token=False, namespaces=scopes, **extra)
 

@@ -47,6 +47,7 @@ class Decision:
     block: str
     reason: str
     fields: dict[str, Any]
+    ids: tuple[str, ...] = ()  # the rows the block shows (their surface event was recorded)
 
 
 class Hooks:
@@ -101,8 +102,9 @@ class Hooks:
     def _prefetch(self, query: str, ns: str, limit: int) -> RecallRequest:
         return RecallRequest.prefetch(query, namespace=ns, limit=limit, hybrid=self.hybrid)
 
-    def _decide(self, report: Any, *, session: bool) -> Decision:
-        """Gate, render and name the reason (the spec's closed silence set)."""
+    def decide(self, report: Any, *, session: bool) -> Decision:
+        """Gate, render and name the reason (the spec's closed silence set); the agent tools'
+        session_start and the Hermes prefetch decide the same way."""
         budget = self.settings.inject_token_budget
         fields: dict[str, Any] = {"tokens": f"{report.tokens_used}/{budget}"}
         if report.omitted:
@@ -124,7 +126,7 @@ class Hooks:
         if not self.store.surface(shown):
             fields["surface"] = "busy"
         fields["hits"] = len(gated)
-        return Decision(block, "injected", fields)
+        return Decision(block, "injected", fields, tuple(shown))
 
     # ---- SessionStart ------------------------------------------------------------------------
 
@@ -139,7 +141,7 @@ class Hooks:
         report = self.store.read(
             RecallRequest.prefetch(kind="recent", namespace=ns, limit=RECENT_LIMIT)
         )
-        d = self._decide(report, session=True)
+        d = self.decide(report, session=True)
         parts.append(d.block)
         return Outcome("\n\n".join(parts), d.reason, d.fields)
 
@@ -180,7 +182,7 @@ class Hooks:
             tokens = opsring.tail_tokens(self.data_dir, event.session_id)
         query, ops_used = opsring.compose_query(prompt, tokens)
         report = self.store.read(self._prefetch(query, ns, PROMPT_LIMIT))
-        d = self._decide(report, session=False)
+        d = self.decide(report, session=False)
         if ops_used:
             d.fields["ops"] = ops_used
         parts = []
@@ -222,7 +224,7 @@ class Hooks:
         ns = self.namespace(event)
         report = self.store.read(self._prefetch(query, ns, PRETOOL_LIMIT))
         report.hits = [h for h in report.hits if h.memory.type in PRETOOL_TYPES]
-        d = self._decide(report, session=False)
+        d = self.decide(report, session=False)
         if d.reason != "injected":
             return Outcome(None, d.reason, d.fields)  # silent when nothing qualifies
         text = "Before this tool call, ZMem recalled:\n" + d.block
@@ -240,7 +242,7 @@ class Hooks:
         else:
             req = RecallRequest.prefetch(kind="recent", namespace=ns, limit=RECENT_LIMIT)
         report = self.store.read(req)
-        d = self._decide(report, session=True)
+        d = self.decide(report, session=True)
         if d.reason != "injected":
             return Outcome(None, d.reason, d.fields)
         return Outcome(d.block, d.reason, d.fields)

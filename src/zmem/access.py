@@ -1,0 +1,152 @@
+"""Who may read and write what through an agent surface (MCP, Hermes): the MCP tokens
+(ZMEM_MCP_TOKEN, always an unscoped operator token; ZMEM_MCP_TOKEN_FILE, a bare token or a JSON
+object with a namespace allow-list) and the Scope a call runs under. The server and doctor read
+tokens here alike; a malformed file is a startup error (exit 2), and no message ever contains a
+token's value."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from zmem.capture.namespaces import validate_namespace
+from zmem.errors import UsageError, ZMemError
+from zmem.models import GLOBAL_NAMESPACE
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The namespaces a caller may touch; `namespaces` None is the unscoped operator."""
+
+    namespaces: frozenset[str] | None = None
+
+    @property
+    def scoped(self) -> bool:
+        return self.namespaces is not None
+
+    def allows(self, namespace: str) -> bool:
+        # Exact match, as the store matches namespaces: a case or look-alike variant of an
+        # allowed name is another namespace, and is refused.
+        return self.namespaces is None or namespace in self.namespaces
+
+    @property
+    def global_allowed(self) -> bool:
+        return self.allows(GLOBAL_NAMESPACE)
+
+
+UNSCOPED = Scope()
+
+
+@dataclass(frozen=True)
+class Token:
+    """One accepted bearer token and its scope. `source` names where it came from, for
+    messages and doctor; the value itself is never shown."""
+
+    value: str
+    scope: Scope
+    source: str
+
+    def matches(self, presented: str) -> bool:
+        return hmac.compare_digest(presented.encode(), self.value.encode())
+
+
+@dataclass(frozen=True)
+class TokenConfig:
+    tokens: tuple[Token, ...] = ()
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.tokens)
+
+    def authenticate(self, presented: str | None) -> Token | None:
+        if not presented:
+            return None
+        found = None
+        for token in self.tokens:  # compare against every token: no early exit to time
+            if token.matches(presented):
+                found = token
+        return found
+
+    @property
+    def local_scope(self) -> Scope:
+        """The scope of a stdio session, which presents no token: the token file's, when one
+        is configured (a host that launches `zmem mcp` with a scoped file confines it), else
+        the operator's."""
+        for token in self.tokens:
+            if token.source == "ZMEM_MCP_TOKEN_FILE":
+                return token.scope
+        return UNSCOPED
+
+    @property
+    def unscoped(self) -> list[str]:
+        """Where a full-access operator token comes from (doctor's unscoped_token)."""
+        return [t.source for t in self.tokens if not t.scope.scoped]
+
+
+def _check_value(value: str, where: str) -> str:
+    value = value.strip()
+    if not value:
+        raise UsageError(f"{where} is empty: set a token (a long random string)")
+    if any(ch.isspace() or ord(ch) < 32 for ch in value):
+        raise UsageError(f"{where} holds whitespace or control characters inside the token")
+    return value
+
+
+def parse_token_file(text: str, where: str = "ZMEM_MCP_TOKEN_FILE") -> Token:
+    """A bare token (unscoped), or {"token": ..., "namespaces": [...]}. Malformed JSON, an
+    empty list, or a near-miss name such as "global" is refused (exit 2)."""
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[")):
+        return Token(_check_value(stripped, where), UNSCOPED, "ZMEM_MCP_TOKEN_FILE")
+    try:
+        raw = json.loads(stripped)
+    except ValueError as exc:
+        raise UsageError(f"{where} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where} must hold a JSON object")
+    unknown = sorted(set(raw) - {"token", "namespaces"})
+    if unknown:
+        raise UsageError(f"{where} has unknown key(s): {', '.join(unknown)}")
+    token = raw.get("token")
+    if not isinstance(token, str):
+        raise UsageError(f'{where} needs a "token" string')
+    value = _check_value(token, f"{where}'s token")
+    spaces = raw.get("namespaces")
+    if spaces is None:
+        return Token(value, UNSCOPED, "ZMEM_MCP_TOKEN_FILE")
+    if not isinstance(spaces, list) or not spaces:
+        raise UsageError(f'{where}: "namespaces" must be a non-empty list of namespaces')
+    allowed = set()
+    for ns in spaces:
+        if not isinstance(ns, str):
+            raise UsageError(f'{where}: "namespaces" must hold strings')
+        try:
+            allowed.add(validate_namespace(ns))
+        except ZMemError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+    return Token(value, Scope(frozenset(allowed)), "ZMEM_MCP_TOKEN_FILE")
+
+
+def load_tokens(env: Mapping[str, str]) -> TokenConfig:
+    tokens: list[Token] = []
+    operator = env.get("ZMEM_MCP_TOKEN")
+    if operator is not None and operator.strip():
+        tokens.append(Token(_check_value(operator, "ZMEM_MCP_TOKEN"), UNSCOPED, "ZMEM_MCP_TOKEN"))
+    path = env.get("ZMEM_MCP_TOKEN_FILE", "").strip()
+    if path:
+        try:
+            text = Path(path).expanduser().read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8"
+            raise UsageError(f"ZMEM_MCP_TOKEN_FILE {path} cannot be read ({reason})") from None
+        scoped = parse_token_file(text)
+        if tokens and tokens[0].matches(scoped.value):
+            raise UsageError(
+                "ZMEM_MCP_TOKEN and ZMEM_MCP_TOKEN_FILE hold the same token: a request could "
+                "not tell the operator from the scoped client; give them different values"
+            )
+        tokens.append(scoped)
+    return TokenConfig(tuple(tokens))
