@@ -411,6 +411,8 @@ def test_vacuous_entities_and_pending_backfill_warn(run_cli, store_path):
 
 
 def test_mcp_token_is_not_applicable_without_a_server(run_cli, monkeypatch):
+    # An install without the zmem[mcp] extra.
+    monkeypatch.setattr(embedding_checks, "_mcp_server_present", lambda: False)
     _, _, checks = doctor(run_cli)
     c = checks["mcp-token"]
     assert c["status"] == "n/a" and c["mcp_server"] is False
@@ -444,6 +446,12 @@ def test_mcp_token_scope(run_cli, tmp_path, monkeypatch, file_text, status, unsc
     assert c["status"] == status and c.get("unscoped_token") is unscoped
     if status == "ok" and file_text:
         assert c["namespaces"] == ["project:zmem", "user:global"]
+
+
+def test_mcp_server_is_present_in_this_install(run_cli):
+    assert embedding_checks._mcp_server_present()
+    _, _, checks = doctor(run_cli)
+    assert checks["mcp-token"]["status"] == "ok" and checks["mcp-token"]["unscoped_token"] is False
 
 
 def test_env_token_is_always_unscoped(run_cli, tmp_path, monkeypatch):

@@ -119,4 +119,4 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
 
 
 # Registering the commands; imported for their side effect on `cli`.
-from zmem.cli import evaluate, hooks, maintenance, reads, recall, writes  # noqa: E402,F401
+from zmem.cli import evaluate, hooks, maintenance, mcp, reads, recall, writes  # noqa: E402,F401

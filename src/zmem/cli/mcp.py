@@ -1,0 +1,69 @@
+"""CLI command that serves the agent tools over MCP: `zmem mcp` (stdio) or `zmem mcp --http`."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from zmem import access, config
+from zmem.cli import cli, output
+from zmem.errors import UsageError
+from zmem.store import MemoryStore
+
+
+@cli.command()
+@click.option("--stdio", "stdio", is_flag=True, help="Serve over stdin/stdout (the default).")
+@click.option("--http", "http", is_flag=True, help="Serve streamable HTTP at /mcp instead.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="With --http: the address to listen on. Anything but loopback needs a token.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="With --http: the port (0 picks a free one and prints it).",
+)
+@click.pass_obj
+def mcp(obj, stdio, http, host, port):
+    """Serve the memory tools over the Model Context Protocol.
+
+    Tools: recall, search, recent, get, add, update, invalidate, supersede, links, contradict,
+    stats, session_start, session_end; results are the CLI's --json documents. MCP writes
+    default to taint untrusted_tool; recall and search count as retrievals, session_start is
+    passive.
+
+    Over HTTP every request needs `Authorization: Bearer <token>` when a token is configured:
+    ZMEM_MCP_TOKEN is an operator token (every namespace); ZMEM_MCP_TOKEN_FILE holds a bare
+    token, or {"token": "...", "namespaces": ["project:x", "user:global"]} to confine a client.
+    Over stdio the token file's scope, if any, applies to the session.
+    """
+    if stdio and http:
+        raise UsageError("choose one of --stdio and --http")
+    if not http and (host != "127.0.0.1" or port != 8765):
+        raise UsageError("--host and --port apply to --http only")
+    try:
+        from zmem.mcp_server import serve
+    except ImportError as exc:
+        raise UsageError(
+            f"the MCP server needs the mcp extra ({exc.name} is missing): pip install 'zmem[mcp]'"
+        ) from None
+    tokens = access.load_tokens(os.environ)  # a malformed token file stops here (exit 2)
+    serve.configure_logging(os.environ.get("ZMEM_DEBUG", "").strip() in ("1", "true", "yes"))
+    settings = config.load_settings(store_path=obj.store_path)
+    for line in settings.warnings:
+        output.warn(line)
+    if http:
+        serve.check_http(host, tokens)  # before the store is opened: nothing created
+    with MemoryStore.open(settings=settings, create=True) as store:
+        for line in store.warnings:
+            output.notice(line)
+        serve.warm(store)
+        if http:
+            serve.run_http(store, tokens, host, port, output.notice)
+        else:
+            serve.run_stdio(store, tokens)

@@ -1,0 +1,177 @@
+"""Running the MCP server: over stdio (what Claude Code and Codex launch), or as streamable HTTP
+on one port behind a bearer-token check. One long-lived process holds the store and the loaded
+model, so every call after the first is warm. Nothing but the protocol ever reaches stdout."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from zmem.access import UNSCOPED, TokenConfig
+from zmem.agent_tools.surface import ToolSurface
+from zmem.errors import UsageError
+from zmem.mcp_server.server import SCOPE_KEY, build
+from zmem.retrieval.request import RecallRequest
+from zmem.store import MemoryStore
+
+log = logging.getLogger("zmem.mcp")
+PATH = "/mcp"
+UNAUTHORIZED = json.dumps(
+    {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Unauthorized"}}
+).encode()
+
+
+def warm(store: MemoryStore) -> None:
+    """Load the model, pages and lazily imported modules before the first call (no telemetry)."""
+    store.read(RecallRequest.prefetch("warm up"))
+    store.keep_vectors_in_memory()
+
+
+def run_stdio(store: MemoryStore, tokens: TokenConfig) -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = build(ToolSurface(store), local_scope=tokens.local_scope, http=False)
+
+    async def serve() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(serve)  # returns when the host closes our stdin
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class BearerAuth:
+    """Pure ASGI: a request without one of the configured tokens gets 401 with a plain
+    `WWW-Authenticate: Bearer` and no OAuth metadata (hosts that find metadata try dynamic
+    client registration instead of saying the header is missing). An accepted token's scope is
+    attached to the request for the call handler."""
+
+    def __init__(self, app: Any, tokens: TokenConfig):
+        self.app = app
+        self.tokens = tokens
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        access_scope = UNSCOPED
+        if self.tokens.configured:
+            header = dict(scope.get("headers") or []).get(b"authorization", b"")
+            kind, _, presented = header.decode("latin-1").partition(" ")
+            token = (
+                self.tokens.authenticate(presented.strip()) if kind.lower() == "bearer" else None
+            )
+            if token is None:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="zmem"'),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": UNAUTHORIZED})
+                return
+            access_scope = token.scope
+        scope.setdefault("state", {})[SCOPE_KEY] = access_scope
+        await self.app(scope, receive, send)
+
+
+def http_app(store: MemoryStore, tokens: TokenConfig, host: str) -> Any:
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    server = build(ToolSurface(store), local_scope=UNSCOPED, http=True)
+    if is_loopback(host):
+        # DNS-rebinding guard: a web page in the user's browser must not reach the server.
+        security = TransportSecuritySettings(
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    else:
+        # Reachable from elsewhere by the operator's choice; the bearer token is the guard.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    # Stateless with JSON replies: no session table to lose on a restart or after idling.
+    app = server.streamable_http_app(
+        streamable_http_path=PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=security,
+    )
+    return BearerAuth(app, tokens)
+
+
+def check_http(host: str, tokens: TokenConfig) -> None:
+    if not is_loopback(host) and not tokens.configured:
+        raise UsageError(
+            f"refusing to serve on {host}, which is not a loopback address, without a token: "
+            "set ZMEM_MCP_TOKEN or ZMEM_MCP_TOKEN_FILE"
+        )
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
+    return sock
+
+
+def run_http(
+    store: MemoryStore,
+    tokens: TokenConfig,
+    host: str,
+    port: int,
+    announce: Callable[[str], None],
+) -> None:
+    import uvicorn
+
+    check_http(host, tokens)
+    sock = bind(host, port)
+    # Listening before the announcement: a client that connects on reading it waits in the
+    # backlog instead of being refused while uvicorn starts.
+    sock.listen(2048)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    announce(f"MCP server listening on http://{shown}:{bound}{PATH}")
+    server = uvicorn.Server(
+        uvicorn.Config(http_app(store, tokens, host), log_level="warning", access_log=False)
+    )
+    # SIGTERM as a clean stop (exit 0), like Ctrl-C.
+    signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+
+
+def configure_logging(debug: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[zmem] %(message)s"))
+    root = logging.getLogger("zmem")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    root.propagate = False
