@@ -14,7 +14,9 @@ host's shell tool (`Bash` on Claude Code, `exec_command` or `shell` on Codex) is
 one call of that tool running the command; the call that carries its result gets the text
 reply. That drives PreToolUse / PostToolUse through the real host. With a subagent task
 (`--subagent-task`), the first call spawns a subagent instead (Claude Code's `Agent` tool;
-Codex's `spawn_agent`, then `wait_agent`), which drives SubagentStart.
+Codex's `spawn_agent`, then `wait_agent`), which drives SubagentStart. With an MCP tool
+(`mcp_tool=(name, input)` / `--mcp-tool NAME --mcp-input JSON`), the first call that offers a
+tool whose name ends in `__NAME` (Claude Code's `mcp__plugin_<plugin>_<server>__NAME`) calls it.
 
 Every request (method, path, headers without credentials, parsed JSON body) is appended as one
 JSON line to the record file, so a test can assert what context the host sent to the model.
@@ -238,12 +240,14 @@ class MockModelAPI:
         port: int = 0,
         tool_command: str | None = None,
         subagent_task: str | None = None,
+        mcp_tool: tuple[str, dict[str, Any]] | None = None,
     ) -> None:
         self.record = Path(record)
+        self.mcp_tool = mcp_tool
         self.reply = reply
         self.tool_command = tool_command
         self.subagent_task = subagent_task
-        self._calls_left = 1 if (tool_command or subagent_task) else 0
+        self._calls_left = 1 if (tool_command or subagent_task or mcp_tool) else 0
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.httpd.daemon_threads = True
@@ -269,7 +273,14 @@ class MockModelAPI:
     def anthropic_tool_call(self, doc: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         """(tool name, input) to call: Bash running the tool command, or the Agent tool with
         the subagent task; only when the tool is offered and no tool ran in this conversation."""
-        if self.subagent_task:
+        offered = [t.get("name") for t in doc.get("tools") or [] if isinstance(t, dict)]
+        if self.mcp_tool:
+            suffix = "__" + self.mcp_tool[0]
+            matches = [n for n in offered if isinstance(n, str) and n.endswith(suffix)]
+            if not matches:
+                return None
+            name, tool_input = matches[0], dict(self.mcp_tool[1])
+        elif self.subagent_task:
             name = "Agent"
             tool_input: dict[str, Any] = {
                 "description": "Delegated task",
@@ -281,7 +292,7 @@ class MockModelAPI:
             tool_input = {"command": self.tool_command, "description": "Run the mock's command"}
         else:
             return None
-        if name not in {t.get("name") for t in doc.get("tools") or [] if isinstance(t, dict)}:
+        if name not in offered:
             return None
         for msg in doc.get("messages") or []:
             content = msg.get("content") if isinstance(msg, dict) else None
@@ -433,8 +444,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reply", default=DEFAULT_REPLY)
     parser.add_argument("--tool-command", help="answer the first call with this shell command")
     parser.add_argument("--subagent-task", help="answer the first call by spawning a subagent")
+    parser.add_argument("--mcp-tool", help="answer the first call by calling the MCP tool *__NAME")
+    parser.add_argument("--mcp-input", default="{}", help="the MCP tool's input, as JSON")
     args = parser.parse_args(argv)
-    api = MockModelAPI(args.record, args.reply, args.port, args.tool_command, args.subagent_task)
+    mcp_tool = (args.mcp_tool, json.loads(args.mcp_input)) if args.mcp_tool else None
+    api = MockModelAPI(
+        args.record, args.reply, args.port, args.tool_command, args.subagent_task, mcp_tool
+    )
     print(f"listening {api.url}", flush=True)
     try:
         api.httpd.serve_forever()

@@ -339,6 +339,7 @@ def _copy_plugin(dest: Path) -> None:
         shutil.copytree(ROOT / name, dest / name, ignore=ignore)
     shutil.copytree(ROOT / "src" / "zmem", dest / "src" / "zmem", ignore=ignore)
     shutil.copy2(ROOT / "pyproject.toml", dest / "pyproject.toml")
+    shutil.copy2(ROOT / ".mcp.json", dest / ".mcp.json")
 
 
 def codex_home(world: World, name: str = "codex") -> Path:

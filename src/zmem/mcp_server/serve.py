@@ -44,7 +44,10 @@ def run_stdio(store: MemoryStore, tokens: TokenConfig) -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(serve)  # returns when the host closes our stdin
+    try:
+        anyio.run(serve)  # returns when the host closes our stdin
+    except KeyboardInterrupt:
+        pass  # a host stops a stdio server with SIGINT: a clean exit, no traceback
 
 
 def is_loopback(host: str) -> bool:
