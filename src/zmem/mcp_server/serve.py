@@ -131,7 +131,10 @@ def check_http(host: str, tokens: TokenConfig) -> None:
 
 def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted sockets only when the
+    # listening socket says TCP, and without it every reply waited ~40 ms for a delayed ACK
+    # (Nagle holding the body behind the headers): 48 ms for `stats`, 4 ms with it.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
