@@ -1,6 +1,7 @@
 """One event type for every host: the normalizers that turn Claude Code, Codex and ZCode hook
-payloads into a HookEvent, and the table of which events each host sends. Standard library
-only: the hook client imports this before it knows whether there is any work."""
+payloads (and Hermes's tool-call events) into a HookEvent, and the table of which events each
+host sends. Standard library only: the hook client imports this before it knows whether there
+is any work."""
 
 from __future__ import annotations
 
@@ -63,6 +64,14 @@ _TOOL_ALIASES = {
 }
 
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.MULTILINE)
+
+# Hermes's names (hermes-agent 0.19.0) for the tools the ops ring records. A map of their own,
+# not _TOOL_ALIASES: "terminal" or "patch" must not change what another host's event means.
+# read_file stays out: the ring records Edit/Write/Bash events only (spec, query context),
+# as the other hosts' PostToolUse matchers do.
+HERMES_TOOLS = {"terminal": "Bash", "write_file": "Write", "patch": "Edit"}
+# A tool result larger than this is not parsed for an exit code (the status field decides).
+_RESULT_PARSE_MAX = 256 * 1024
 
 
 class HookEvent:
@@ -196,6 +205,60 @@ def normalize(host: str, event_name: str, payload: Any) -> HookEvent:
         task=task,
         stop_hook_active=payload.get("stop_hook_active") is True,
     )
+
+
+def hermes_tool_event(
+    tool_name: Any,
+    args: Any,
+    *,
+    session_id: Any,
+    status: Any = None,
+    result: Any = None,
+) -> HookEvent | None:
+    """A Hermes post_tool_call (or a tool call read back from a turn's messages) as a
+    PostToolUse HookEvent; None for a tool the ring does not record. `status` is Hermes's
+    "ok"/"error"; a terminal result whose JSON carries a non-zero exit_code failed too."""
+    tool = HERMES_TOOLS.get(tool_name) if isinstance(tool_name, str) else None
+    if tool is None:
+        return None
+    tool_input = args if isinstance(args, dict) else {}
+    failed = (status is not None and status != "ok") or _failed(_result_object(result))
+    if tool == "Bash":
+        return HookEvent(
+            host="hermes",
+            name="PostToolUse",
+            session_id=_str(session_id),
+            tool_name=tool,
+            command=_command_text(tool_input),
+            tool_failed=failed,
+        )
+    paths = list(_paths(tool, tool_name, tool_input))
+    # patch's mode="patch" carries a V4A patch, whose file headers are Codex's apply_patch's.
+    paths += [m.strip() for m in _PATCH_FILE.findall(_str(tool_input.get("patch")) or "")]
+    return HookEvent(
+        host="hermes",
+        name="PostToolUse",
+        session_id=_str(session_id),
+        tool_name=tool,
+        paths=tuple(dict.fromkeys(paths)),
+        tool_failed=failed,
+    )
+
+
+def _result_object(result: Any) -> Any:
+    if isinstance(result, dict):
+        return result
+    if not isinstance(result, str) or len(result) > _RESULT_PARSE_MAX:
+        return None
+    text = result.lstrip()
+    if not text.startswith("{"):
+        return None
+    import json  # only for a tool result; the hook client's cold path never gets here
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 class Outcome:

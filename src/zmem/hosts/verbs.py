@@ -197,12 +197,7 @@ class Hooks:
         return Outcome("\n\n".join(parts), d.reason, d.fields)
 
     def _queue_correction(self, ns: str, event: HookEvent, prompt: str) -> None:
-        found = corrections.detect(prompt)
-        if found is not None:
-            # The queue is a capture path too: the same policy as an add (issue 15).
-            found = corrections.screen(found, self.settings.capture_mode)
-            found["session"] = event.session_id
-            sidecars.enqueue(self.data_dir, ns, found)
+        queue_correction(self.settings, ns, event.session_id, prompt)
 
     def _capture_prompt(self, event: HookEvent) -> str | None:
         # A failed tool call last turn may hold a lesson; ask once per session (cooldown marker)
@@ -246,6 +241,20 @@ class Hooks:
         if d.reason != "injected":
             return Outcome(None, d.reason, d.fields)
         return Outcome(d.block, d.reason, d.fields)
+
+
+def queue_correction(settings: Settings, ns: str, session_id: str | None, prompt: str) -> bool:
+    """Queue a user correction found in a prompt ("no, use X", "remember: ...") for review in
+    the namespace's sidecar; the prompt hook and Hermes's sync_turn both call it. True when
+    the prompt held one (the queue keeps one copy of a repeated message)."""
+    found = corrections.detect(prompt)
+    if found is None:
+        return False
+    # The queue is a capture path too: the same policy as an add (issue 15).
+    found = corrections.screen(found, settings.capture_mode)
+    found["session"] = session_id
+    sidecars.enqueue(settings.data_dir, ns, found)
+    return True
 
 
 def skill_line() -> str:
