@@ -1,6 +1,7 @@
 """The host-integration commands: `hook` (the hosts' entry point), `queue-list` /
 `queue-clear` (the capture-correction queue, store-independent), `corrections --transcript`
-(read-only mining) and `doctor` (read-only diagnostics)."""
+(read-only mining), `doctor` (read-only diagnostics) and `hermes-install` (the Hermes agent's
+plugins)."""
 
 from __future__ import annotations
 
@@ -114,3 +115,54 @@ def doctor_cmd(ctx: click.Context, project: str | None, repo_root: str | None, f
     if fmt in ("json", "both"):
         output.emit_json(report, indent=None if fmt == "json" else 1)
     sys.exit(0 if report["ok"] else 1)
+
+
+@cli.command("hermes-install")
+@click.option(
+    "--hermes-home",
+    metavar="PATH",
+    default=None,
+    help="The Hermes home (a profile's home for a profile). Default: $HERMES_HOME, else ~/.hermes.",
+)
+@click.option(
+    "--activate",
+    is_flag=True,
+    help="Also run `hermes config set memory.provider zmem` and `hermes plugins enable "
+    "zmem_hooks` there.",
+)
+@click.option(
+    "--hermes-bin",
+    metavar="CMD",
+    default=None,
+    help="With --activate: the hermes command (default: the one beside this Python, else PATH).",
+)
+def hermes_install(hermes_home: str | None, activate: bool, hermes_bin: str | None) -> None:
+    """Install ZMem's Hermes plugins into <Hermes home>/plugins/.
+
+    zmem is the memory provider (prefetch, sync_turn, the zmem_* tools); zmem_hooks records
+    terminal, write_file and patch calls for its recall. Hermes's own Python must be able to
+    import zmem (pip install the checkout there). Replaces only earlier copies of these two
+    plugins; exit 2 with nothing written on bad input or when Hermes refuses the activation.
+    """
+    from zmem.hermes_provider import install
+
+    if hermes_bin is not None and not activate:
+        raise click.UsageError("--hermes-bin only goes with --activate")
+    plan = install.plan(hermes_home, activate=activate, hermes_bin=hermes_bin)
+    dirs = install.install(plan)
+    output.emit(
+        f"[zmem] installed the Hermes plugins {', '.join(d.name for d in dirs)} in "
+        f"{plan.plugins_dir}"
+    )
+    if activate:
+        output.emit(
+            f"[zmem] activated in {plan.home / 'config.yaml'} (memory.provider: zmem, "
+            "plugins.enabled: zmem_hooks); it takes effect in the next Hermes session"
+        )
+        return
+    output.emit(f"[zmem] to activate, put this in {plan.home / 'config.yaml'}:")
+    output.emit(install.CONFIG_LINES)
+    output.emit(
+        f"[zmem] or run: HERMES_HOME={plan.home} hermes config set memory.provider zmem && "
+        f"HERMES_HOME={plan.home} hermes plugins enable zmem_hooks (or add --activate)"
+    )
