@@ -60,3 +60,17 @@ bench: install  ## every benchmark; tables in bench/results/latest.md (BENCH_ARG
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+
+# hermes-agent 0.19.0 from PyPI with zmem (no extras) in a venv of its own: it pins its own
+# pydantic, httpx and mcp, which must not meet ZMem's dev venv. tests/test_hermes_live.py runs
+# the real agent from it (offline, against a stand-in model API in tests/).
+HERMES_VENV := .venv-hermes
+HERMES_STAMP := $(HERMES_VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+.PHONY: .venv-hermes
+$(HERMES_STAMP):
+	$(PYTHON) -m venv $(HERMES_VENV)
+	$(HERMES_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(HERMES_VENV)/bin/python -m pip install --quiet hermes-agent==0.19.0 -e .
+	touch $@
+.venv-hermes: $(HERMES_STAMP)  ## the real hermes-agent for the live provider tests
+test: $(HERMES_STAMP)
