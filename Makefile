@@ -59,7 +59,7 @@ bench: install  ## every benchmark; tables in bench/results/latest.md (BENCH_ARG
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-hermes build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
 
 # hermes-agent 0.19.0 from PyPI with zmem (no extras) in a venv of its own: it pins its own
 # pydantic, httpx and mcp, which must not meet ZMem's dev venv. tests/test_hermes_live.py runs

@@ -25,7 +25,7 @@ from zmem.hermes_provider import ZMemProvider, on_post_tool_call
 from zmem.hosts import events, opsring, sidecars
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGINS = ROOT / "integrations" / "hermes"
+PLUGINS = ROOT / "src" / "zmem" / "hermes_provider" / "plugins"
 NS = "project:github.com/acme/widget"
 SID = "20261204_101010_abcdef"
 LESSON = "Run pytest -x before git push: CI takes 20 minutes."

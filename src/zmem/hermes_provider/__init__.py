@@ -1,6 +1,6 @@
 """ZMem inside the Hermes agent (hermes-agent 0.19.0): the memory provider Hermes loads from
 $HERMES_HOME/plugins/zmem, and the post_tool_call callback the zmem_hooks plugin registers.
-The plugin directories (integrations/hermes/) only import these two names and register them;
+The plugin directories (plugins/, package data) only import these two names and register them;
 nothing here imports `mcp`, which Hermes pins at another major version."""
 
 from __future__ import annotations

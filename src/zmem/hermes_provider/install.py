@@ -1,5 +1,5 @@
 """What `zmem hermes-install` does: copy the plugin directories shipped in the checkout
-(integrations/hermes/zmem and zmem_hooks) into $HERMES_HOME/plugins/, replacing only earlier
+(zmem/hermes_provider/plugins/zmem and zmem_hooks) into $HERMES_HOME/plugins/, replacing only earlier
 copies of themselves, and, when asked, activate them through Hermes's own CLI, which owns
 config.yaml's format. All or nothing: on any failure the plugins dir and config.yaml are put
 back as they were."""
@@ -16,7 +16,8 @@ from pathlib import Path
 from zmem.errors import UsageError, ZMemError
 
 PLUGINS = ("zmem", "zmem_hooks")
-SOURCE = Path(__file__).resolve().parents[3] / "integrations" / "hermes"
+# Package data (pyproject), so a wheel install carries them too.
+SOURCE = Path(__file__).resolve().parent / "plugins"
 # Every shipped plugin imports this: how an earlier copy of ours is told from someone else's.
 MARKER = "zmem.hermes_provider"
 CONFIG_LINES = "memory:\n  provider: zmem\nplugins:\n  enabled: [zmem_hooks]"
