@@ -1,6 +1,6 @@
-"""What `zmem hermes-install` does: copy the plugin directories shipped in the checkout
-(zmem/hermes_provider/plugins/zmem and zmem_hooks) into $HERMES_HOME/plugins/, replacing only earlier
-copies of themselves, and, when asked, activate them through Hermes's own CLI, which owns
+"""What `zmem hermes-install` does: copy the plugin directories shipped as package data
+(zmem/hermes_provider/plugins/zmem and zmem_hooks) into $HERMES_HOME/plugins/, replacing only
+earlier copies of themselves, and, when asked, activate them through Hermes's own CLI, which owns
 config.yaml's format. All or nothing: on any failure the plugins dir and config.yaml are put
 back as they were."""
 
