@@ -71,7 +71,7 @@ def test_a_knob_of_a_feature_not_built_yet_warns_instead_of_pretending(name):
 
 
 def test_the_cli_prints_the_not_yet_built_warning_and_still_works(tmp_path):
-    env = {**os.environ, "ZMEM_DATA": str(tmp_path), "ZMEM_BACKUP_DIR": str(tmp_path / "bk")}
+    env = {**os.environ, "ZMEM_DATA": str(tmp_path), "ZMEM_NLI_CMD": str(tmp_path / "judge")}
     env["ZMEM_EMBED_PROFILE"] = "fake"
     result = subprocess.run(
         [sys.executable, "-m", "zmem", "add", "--namespace", "project:t", "--type", "fact"]
@@ -82,9 +82,9 @@ def test_the_cli_prints_the_not_yet_built_warning_and_still_works(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip().splitlines() == [
-        "[zmem] warning: ZMEM_BACKUP_DIR is set, but this build has no backup yet: it has no effect"
+        "[zmem] warning: ZMEM_NLI_CMD is set, but this build has no consolidate's NLI judge yet: "
+        "it has no effect"
     ]
-    assert not (tmp_path / "bk").exists()
 
 
 def test_unparseable_numbers_fall_back_with_a_warning():

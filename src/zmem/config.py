@@ -25,8 +25,6 @@ STORE_FILENAME = "store.sqlite"
 # one earns a one-line warning, so nobody believes, say, that backups happen. Each comes back
 # into Settings with its feature (the maintenance and MCP issues).
 NOT_YET_BUILT = {
-    "ZMEM_BACKUP_DIR": "backup",
-    "ZMEM_BACKUP_INTERVAL_DAYS": "backup",
     "ZMEM_CONSOLIDATE_MIN_INTERVAL_DAYS": "consolidate",
     "ZMEM_CONSOLIDATE_GROWTH_THRESHOLD": "consolidate",
     "ZMEM_KEEPER_COMPRESS_CHARS": "consolidate",
@@ -63,6 +61,8 @@ class Settings:
     cross_encoder: bool = False
     cross_encoder_model: str | None = None
     ns_migration_map: str | None = None
+    backup_dir: Path | None = None  # None: <store dir>/backups
+    backup_interval_days: float = 1.0  # backup --if-due
     # Values that could not be parsed fall back to their default; the reason is kept here so a
     # front end can say so once instead of failing a hook over a typo.
     warnings: tuple[str, ...] = ()
@@ -155,6 +155,7 @@ def load_settings(
             r.warnings.append(
                 f"{name} is set, but this build has no {feature} yet: it has no effect"
             )
+    backup_raw = r.raw("ZMEM_BACKUP_DIR")
     return Settings(
         store_path=store,
         data_dir=data_dir,
@@ -175,6 +176,8 @@ def load_settings(
         cross_encoder=r.flag("ZMEM_CROSS_ENCODER", False),
         cross_encoder_model=r.raw("ZMEM_CROSS_ENCODER_MODEL"),
         ns_migration_map=r.raw("ZMEM_NS_MIGRATION_MAP"),
+        backup_dir=Path(backup_raw).expanduser() if backup_raw else None,
+        backup_interval_days=r.number("ZMEM_BACKUP_INTERVAL_DAYS", 1.0, 0.0, 3650.0),
         warnings=tuple(r.warnings),
     )
 

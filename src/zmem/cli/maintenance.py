@@ -1,4 +1,4 @@
-"""CLI commands that rewrite derived state in bulk: reembed."""
+"""CLI commands for the store's upkeep: reembed (derived state in bulk), backup and restore."""
 
 from __future__ import annotations
 
@@ -60,3 +60,88 @@ def reembed(obj, everything, profile, batch, dry_run, confirm, as_json):
         output.emit_json(report.to_dict())
     else:
         output.emit(output.reembed_text(report.to_dict()))
+
+
+@cli.command()
+@click.option(
+    "--retention",
+    type=click.IntRange(0, MAX_LIMIT),
+    default=7,
+    show_default=True,
+    help="Keep the newest N store-*.sqlite snapshots (0 keeps every one).",
+)
+@click.option(
+    "--out-dir",
+    default=None,
+    metavar="DIR",
+    help="Where snapshots go (default $ZMEM_BACKUP_DIR, else <store dir>/backups).",
+)
+@click.option(
+    "--if-due",
+    is_flag=True,
+    help="Do nothing unless ZMEM_BACKUP_INTERVAL_DAYS (default 1) passed since the last backup.",
+)
+@click.option("--json", "as_json", is_flag=True)
+def backup(retention, out_dir, if_due, as_json):
+    """Write a verified snapshot of the store (safe while other sessions write).
+
+    SQLite's Online Backup API copies the store; the copy counts only after integrity_check
+    and a row-count comparison with the store pass. Retention then deletes the oldest
+    store-*.sqlite files beyond --retention and nothing else. Exit 3 if another backup runs.
+    """
+    from zmem.maintenance import backup as job
+
+    settings = config.load_settings()
+    for line in settings.warnings:
+        output.warn(line)
+    bar = output.progress_bar("backup")
+    try:
+        result = job.backup(
+            settings, out_dir=out_dir, retention=retention, if_due=if_due, progress=bar.update
+        )
+    finally:
+        bar.close()
+    if as_json:
+        output.emit_json(result.to_dict())
+    elif result.skipped:
+        output.emit(f"backup skipped: {result.skipped} (last backup {result.last_backup})")
+    else:
+        line = f"backup {result.path}: {result.live} live / {result.total} rows, verified"
+        if result.pruned:
+            line += f"; removed {len(result.pruned)} old snapshot(s)"
+        output.emit(line)
+
+
+@cli.command()
+@click.option("--from", "source", required=True, metavar="SNAPSHOT", help="The snapshot file.")
+@click.option("--force", is_flag=True, help="Replace an existing store (a copy of it is kept).")
+@click.option(
+    "--out-dir",
+    default=None,
+    metavar="DIR",
+    help="Where the prerestore-*.sqlite copy of the current store goes (default: the backup dir).",
+)
+@click.option("--json", "as_json", is_flag=True)
+def restore(source, force, out_dir, as_json):
+    """Replace the store with a snapshot.
+
+    Verifies the snapshot first, keeps a prerestore-<UTC>.sqlite copy of the current store
+    (never pruned by backup's retention), swaps the file in with one rename and verifies it
+    again. Exit 2, nothing touched, if a backup or consolidate job holds its lock, if the store
+    is on a network filesystem, or if a store exists and --force is not given. Run it when no
+    session is writing.
+    """
+    from zmem.maintenance import backup as job
+
+    settings = config.load_settings()
+    for line in settings.warnings:
+        output.warn(line)
+    result = job.restore(settings, source, force=force, out_dir=out_dir)
+    if as_json:
+        output.emit_json(result.to_dict())
+    else:
+        kept = f"; the previous store is at {result.prerestore}" if result.prerestore else ""
+        output.emit(
+            f"restored {result.store} from {result.restored_from}: {result.live} live / "
+            f"{result.total} rows, verified{kept}"
+        )
