@@ -32,7 +32,6 @@ NOT_YET_BUILT = {
     "ZMEM_NLI_CMD": "consolidate's NLI judge",
     "ZMEM_ORGANIZE_EPISODE_BOUND": "organize",
     "ZMEM_ORGANIZE_IDLE_HOURS": "organize",
-    "ZMEM_SENTINEL_SWEEP_DAYS": "sweep",
 }
 
 # One canonical timestamp shape: fixed-width microseconds and a Z, so lexical order in SQL equals
@@ -63,6 +62,7 @@ class Settings:
     ns_migration_map: str | None = None
     backup_dir: Path | None = None  # None: <store dir>/backups
     backup_interval_days: float = 1.0  # backup --if-due
+    sentinel_sweep_days: float = 7.0  # sweep --max-age-days default
     # Values that could not be parsed fall back to their default; the reason is kept here so a
     # front end can say so once instead of failing a hook over a typo.
     warnings: tuple[str, ...] = ()
@@ -178,6 +178,7 @@ def load_settings(
         ns_migration_map=r.raw("ZMEM_NS_MIGRATION_MAP"),
         backup_dir=Path(backup_raw).expanduser() if backup_raw else None,
         backup_interval_days=r.number("ZMEM_BACKUP_INTERVAL_DAYS", 1.0, 0.0, 3650.0),
+        sentinel_sweep_days=r.number("ZMEM_SENTINEL_SWEEP_DAYS", 7.0, 0.0, 3650.0),
         warnings=tuple(r.warnings),
     )
 

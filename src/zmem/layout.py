@@ -5,6 +5,9 @@ launcher loads this before site-packages."""
 SOCKET_NAME = "zmem-hookd.sock"  # the resident process listens here
 SPAWN_STAMP = "zmem-hookd.starting"  # a client started one; others wait out the grace period
 LOG_NAME = "zmem-bg.log"  # one line per hook decision
+# Per-session cooldown sentinels: .<kind>-prompted-<session>, pruned by `zmem sweep`.
+SENTINEL_KINDS = ("capture", "convention")
+SENTINEL_SUFFIX = "-prompted-"
 
 # Memories can hold secrets (manual capture mode stores them verbatim): nothing ZMem writes is
 # for other local users. Directories 0700, files 0600.

@@ -1,4 +1,5 @@
-"""CLI commands for the store's upkeep: reembed (derived state in bulk), backup and restore."""
+"""CLI commands for the store's upkeep: reembed (derived state in bulk), backup, restore and
+sweep."""
 
 from __future__ import annotations
 
@@ -144,4 +145,42 @@ def restore(source, force, out_dir, as_json):
         output.emit(
             f"restored {result.store} from {result.restored_from}: {result.live} live / "
             f"{result.total} rows, verified{kept}"
+        )
+
+
+@cli.command()
+@click.option(
+    "--marker-dir",
+    "marker_dirs",
+    multiple=True,
+    metavar="DIR",
+    help="Sweep this dir (repeatable). Default: the data dir, where the hooks write them.",
+)
+@click.option(
+    "--max-age-days",
+    type=click.FloatRange(0, 3650),
+    default=None,
+    help="Remove sentinels older than this (default $ZMEM_SENTINEL_SWEEP_DAYS, else 7).",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would go; delete nothing.")
+@click.option("--json", "as_json", is_flag=True)
+def sweep(marker_dirs, max_age_days, dry_run, as_json):
+    """Prune stale per-session cooldown sentinels (.capture-prompted-*, .convention-prompted-*).
+
+    Touches nothing but sentinel-named plain files; idempotent.
+    """
+    from zmem.maintenance import sweep as job
+
+    settings = config.load_settings()
+    for line in settings.warnings:
+        output.warn(line)
+    age = settings.sentinel_sweep_days if max_age_days is None else max_age_days
+    result = job.sweep(marker_dirs or [settings.data_dir], age, dry_run=dry_run)
+    if as_json:
+        output.emit_json(result.to_dict())
+    else:
+        verb = "would remove" if dry_run else "removed"
+        output.emit(
+            f"sweep: {verb} {result.removed} of {result.scanned} sentinel(s) older than "
+            f"{age:g} days; kept {result.kept}"
         )

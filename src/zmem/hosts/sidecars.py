@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from zmem.hosts.opsring import session_key
+from zmem.layout import SENTINEL_KINDS, SENTINEL_SUFFIX
 
 QUEUE_MAX_ITEMS = 200
 STALE_DAYS = 14
@@ -129,8 +130,9 @@ def take_pending(data_dir: Path, session_id: str) -> str | None:
 
 
 def marker_path(data_dir: Path, kind: str, session_id: str) -> Path:
-    # The spec's sentinel names, which `sweep` prunes by prefix.
-    return data_dir / f".{kind}-prompted-{session_key(session_id)}"
+    # The spec's sentinel names (layout.py), which `sweep` prunes by prefix.
+    assert kind in SENTINEL_KINDS
+    return data_dir / f".{kind}{SENTINEL_SUFFIX}{session_key(session_id)}"
 
 
 def claim_marker(data_dir: Path, kind: str, session_id: str) -> bool:
