@@ -35,6 +35,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # (and building it per subprocess data dir) would cost a minute for nothing.
     monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
     monkeypatch.setenv("ZMEM_STORE", str(tmp_path / "store.sqlite"))
+    # No detached upkeep child outliving a test and writing into its data dir; the tests of the
+    # upkeep turn it on (tests/test_upkeep.py).
+    monkeypatch.setenv("ZMEM_SESSION_UPKEEP", "0")
     return tmp_path
 
 

@@ -63,6 +63,7 @@ class Settings:
     backup_dir: Path | None = None  # None: <store dir>/backups
     backup_interval_days: float = 1.0  # backup --if-due
     sentinel_sweep_days: float = 7.0  # sweep --max-age-days default
+    session_upkeep: bool = True  # SessionStart launches due backups and the sweep
     # Values that could not be parsed fall back to their default; the reason is kept here so a
     # front end can say so once instead of failing a hook over a typo.
     warnings: tuple[str, ...] = ()
@@ -179,6 +180,7 @@ def load_settings(
         backup_dir=Path(backup_raw).expanduser() if backup_raw else None,
         backup_interval_days=r.number("ZMEM_BACKUP_INTERVAL_DAYS", 1.0, 0.0, 3650.0),
         sentinel_sweep_days=r.number("ZMEM_SENTINEL_SWEEP_DAYS", 7.0, 0.0, 3650.0),
+        session_upkeep=r.flag("ZMEM_SESSION_UPKEEP", True),
         warnings=tuple(r.warnings),
     )
 

@@ -143,6 +143,12 @@ class Hooks:
         )
         d = self.decide(report, session=True)
         parts.append(d.block)
+        # A backup when one is due, the sentinel sweep once a day: detached, after the answer
+        # is built, and only when something is owed (two stat calls otherwise). Imported here:
+        # the prompt hook, which shares this module, never pays for the maintenance modules.
+        from zmem.hosts import upkeep
+
+        upkeep.spawn(self.settings)
         return Outcome("\n\n".join(parts), d.reason, d.fields)
 
     def _core(self) -> str | None:

@@ -1,0 +1,30 @@
+"""The detached child a session start launches (zmem.hosts.upkeep.spawn): runs what upkeep is
+due at nice 10 and logs one line to zmem-bg.log. Never raises: nobody would see it, and the next
+session start tries again."""
+
+from __future__ import annotations
+
+import os
+
+from zmem import config
+from zmem.maintenance import session_task
+from zmem.resident.client import log_line
+
+
+def main() -> None:
+    try:
+        os.nice(10)  # the session the user is in comes first
+    except OSError:
+        pass
+    settings = config.load_settings()
+    result = session_task.run(settings)
+    reason = result.skipped and "skipped" or ("+".join(result.ran) or "nothing-due")
+    fields = {"error": "; ".join(result.errors)} if result.errors else {}
+    log_line(settings.data_dir, "upkeep", "SessionStart", reason, fields)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:
+        pass  # detached: nobody would see it, and the next session tries again
