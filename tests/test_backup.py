@@ -256,6 +256,15 @@ def test_restore_into_an_empty_place(store_path, isolated_env, tmp_path):
 # ---- kill -9 -------------------------------------------------------------------------------
 
 
+def settled(path: Path) -> tuple:
+    """verify() of a store after a kill, as the next session sees it: a killed WAL writer can
+    leave a log that only a read-write open recovers (a read-only one cannot)."""
+    conn = apsw.Connection(str(path))
+    conn.execute("PRAGMA quick_check").fetchall()
+    conn.close()
+    return db.verify(path)
+
+
 def _kill_after(args: list[str], delay: float) -> int:
     proc = subprocess.Popen([*ZMEM, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(delay)
@@ -281,7 +290,7 @@ def test_kill_backup_at_ten_points(store_path, isolated_env):
         # Every file that passes for a backup is a whole, verified copy; the store is intact.
         for snap in snapshots(folder):
             assert db.verify(snap) == expected, snap
-        assert db.verify(store_path) == expected
+        assert settled(store_path) == expected
     assert killed >= 5  # most points landed inside the run
     before = len(snapshots(folder))
     assert run("backup", "--retention", "0").returncode == 0
@@ -307,7 +316,7 @@ def test_kill_restore_at_ten_points(store_path, isolated_env):
         pristine_copy = pristine.read_bytes()
         store_path.write_bytes(pristine_copy)
         killed += _kill_after(args, span * k / 11) == -signal.SIGKILL
-        state = db.verify(store_path)
+        state = settled(store_path)
         assert state in (old, new), (k, state)  # the old store or the new one, whole
         done = run(*args)  # a rerun completes
         assert done.returncode == 0, done.stderr
