@@ -322,3 +322,14 @@ def test_kill_restore_at_ten_points(store_path, isolated_env):
         assert done.returncode == 0, done.stderr
         assert db.verify(store_path) == new
     assert killed >= 5
+
+
+def test_the_global_store_option_is_honoured(isolated_env, tmp_path):
+    other = tmp_path / "other" / "store.sqlite"
+    seed(other, 3)
+    done = run("--store", str(other), "backup", "--json")
+    assert done.returncode == 0, done.stderr
+    assert snapshots(other.parent / "backups") and not (isolated_env / "store.sqlite").exists()
+    snap = snapshots(other.parent / "backups")[0]
+    restored = run("--store", str(tmp_path / "third.sqlite"), "restore", "--from", str(snap))
+    assert restored.returncode == 0 and db.verify(tmp_path / "third.sqlite") == ("ok", (3, 3))

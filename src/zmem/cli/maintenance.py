@@ -83,7 +83,8 @@ def reembed(obj, everything, profile, batch, dry_run, confirm, as_json):
     help="Do nothing unless ZMEM_BACKUP_INTERVAL_DAYS (default 1) passed since the last backup.",
 )
 @click.option("--json", "as_json", is_flag=True)
-def backup(retention, out_dir, if_due, as_json):
+@click.pass_obj
+def backup(obj, retention, out_dir, if_due, as_json):
     """Write a verified snapshot of the store (safe while other sessions write).
 
     SQLite's Online Backup API copies the store; the copy counts only after integrity_check
@@ -92,7 +93,7 @@ def backup(retention, out_dir, if_due, as_json):
     """
     from zmem.maintenance import backup as job
 
-    settings = config.load_settings()
+    settings = config.load_settings(store_path=obj.store_path)
     for line in settings.warnings:
         output.warn(line)
     bar = output.progress_bar("backup")
@@ -123,7 +124,8 @@ def backup(retention, out_dir, if_due, as_json):
     help="Where the prerestore-*.sqlite copy of the current store goes (default: the backup dir).",
 )
 @click.option("--json", "as_json", is_flag=True)
-def restore(source, force, out_dir, as_json):
+@click.pass_obj
+def restore(obj, source, force, out_dir, as_json):
     """Replace the store with a snapshot.
 
     Verifies the snapshot first, keeps a prerestore-<UTC>.sqlite copy of the current store
@@ -134,7 +136,7 @@ def restore(source, force, out_dir, as_json):
     """
     from zmem.maintenance import backup as job
 
-    settings = config.load_settings()
+    settings = config.load_settings(store_path=obj.store_path)
     for line in settings.warnings:
         output.warn(line)
     result = job.restore(settings, source, force=force, out_dir=out_dir)
@@ -164,14 +166,15 @@ def restore(source, force, out_dir, as_json):
 )
 @click.option("--dry-run", is_flag=True, help="Count what would go; delete nothing.")
 @click.option("--json", "as_json", is_flag=True)
-def sweep(marker_dirs, max_age_days, dry_run, as_json):
+@click.pass_obj
+def sweep(obj, marker_dirs, max_age_days, dry_run, as_json):
     """Prune stale per-session cooldown sentinels (.capture-prompted-*, .convention-prompted-*).
 
     Touches nothing but sentinel-named plain files; idempotent.
     """
     from zmem.maintenance import sweep as job
 
-    settings = config.load_settings()
+    settings = config.load_settings(store_path=obj.store_path)
     for line in settings.warnings:
         output.warn(line)
     age = settings.sentinel_sweep_days if max_age_days is None else max_age_days
