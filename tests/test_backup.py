@@ -333,3 +333,24 @@ def test_the_global_store_option_is_honoured(isolated_env, tmp_path):
     snap = snapshots(other.parent / "backups")[0]
     restored = run("--store", str(tmp_path / "third.sqlite"), "restore", "--from", str(snap))
     assert restored.returncode == 0 and db.verify(tmp_path / "third.sqlite") == ("ok", (3, 3))
+
+
+def test_a_long_lived_hook_process_reopens_a_restored_store(store_path, isolated_env):
+    """The resident process keeps its connection between prompts: after a restore it must read
+    the restored file, not the old one it still has open (and must not write into that)."""
+    from zmem import config
+    from zmem.hosts.verbs import Hooks
+    from zmem.retrieval.request import RecallRequest
+
+    seed(store_path, 4)
+    snap = backed_up(store_path)
+    seed(store_path, 3, tag="later")
+    hooks = Hooks(config.load_settings())
+    assert hooks.store.stats()["live"] == 7
+    assert hooks.reopen_if_replaced() is False  # nothing changed: no reopen
+    assert run("restore", "--from", str(snap), "--force").returncode == 0
+    assert hooks.reopen_if_replaced() is True
+    assert hooks.store.stats()["live"] == 4
+    hits = hooks.store.read(RecallRequest.prefetch("fact later0", namespace="project:b")).hits
+    assert all("later" not in h.content for h in hits)
+    hooks.close()

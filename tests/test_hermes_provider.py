@@ -661,3 +661,32 @@ def test_hermes_install_bad_input_exits_2_with_nothing_written(run_cli, tmp_path
         assert after.pop(str((home / "calls").relative_to(tmp_path)))  # hermes ran, then undone
     assert after == before
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_provider_reads_a_restored_store(tmp_path, monkeypatch):
+    """A Hermes session outlives a `zmem restore`: its next call reads the restored file."""
+    import subprocess
+    import sys
+
+    from zmem.hermes_provider import ZMemProvider
+
+    home = tmp_path / "hermes"
+    store = tmp_path / "restore-store.sqlite"
+    monkeypatch.setenv("ZMEM_STORE", str(store))
+    provider = ZMemProvider()
+    provider.initialize("s-restore", hermes_home=str(home), platform="cli",
+                        agent_context="primary")  # fmt: skip
+    add = {"content": "Deploys go through the blue pool first", "namespace": "project:h",
+           "type": "fact", "signal": "user"}  # fmt: skip
+    assert "error" not in json.loads(provider.handle_tool_call("zmem_add", add))
+    zmem = [sys.executable, "-m", "zmem"]
+    done = subprocess.run([*zmem, "backup", "--json"], capture_output=True, text=True)
+    snap = json.loads(done.stdout)["path"]
+    later = {**add, "content": "Deploys go through the green pool first"}
+    assert "error" not in json.loads(provider.handle_tool_call("zmem_add", later))
+    done = subprocess.run([*zmem, "restore", "--from", snap, "--force"], capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(provider.handle_tool_call("zmem_stats", {}))
+    assert stats["live"] == 1
+    provider.shutdown()

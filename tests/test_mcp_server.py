@@ -276,3 +276,26 @@ def test_startup_refusals_exit_2_and_create_nothing(tmp_path, args, token_file, 
     assert len(lines) == 1 and message in lines[0] and "secret-value" not in lines[0]
     assert proc.stdout == ""
     assert not (tmp_path / "store.sqlite").exists()
+
+
+def test_a_running_server_serves_the_restored_store(tmp_path):
+    server = HttpServer(tmp_path)
+    try:
+        env = env_for(tmp_path)
+        first = {"content": "before the snapshot: use pnpm", "namespace": "project:r",
+                 "type": "fact", "signal": "user"}  # fmt: skip
+        (added,) = run_calls(server.url, None, [("add", first)])
+        assert not added.is_error
+        done = subprocess.run([str(ZMEM), "backup", "--json"], env=env, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        snap = json.loads(done.stdout)["path"]
+        later = {**first, "content": "after the snapshot: use yarn"}
+        run_calls(server.url, None, [("add", later)])
+        done = subprocess.run([str(ZMEM), "restore", "--from", snap, "--force"], env=env,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        (stats,) = run_calls(server.url, None, [("stats", {})])
+        assert text(stats)["live"] == 1
+    finally:
+        code, out, _ = server.stop()
+    assert code == 0

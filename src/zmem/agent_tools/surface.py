@@ -39,6 +39,15 @@ class ToolSurface:
         self.default_namespace = default_namespace
         self._hooks = Hooks(store.settings, store)
 
+    def reopen_if_replaced(self) -> bool:
+        """For a long-lived server: reopen the store when its file was swapped (`zmem restore`
+        renames a snapshot over it), instead of serving the old, unlinked file."""
+        if not self._hooks.reopen_if_replaced():  # it closed the old store if the file moved
+            return False
+        self.store = MemoryStore.open(settings=self.store.settings)
+        self._hooks = Hooks(self.store.settings, self.store)
+        return True
+
     def call(self, name: str, args: Any, scope: Scope = UNSCOPED) -> dict[str, Any]:
         spec = BY_NAME.get(name)
         if spec is None:

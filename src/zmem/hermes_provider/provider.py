@@ -181,6 +181,10 @@ class ZMemProvider(_host_base()):  # type: ignore[misc]
     def _ready(self) -> tuple[MemoryStore, ToolSurface, Hooks]:
         """The open store, opened on first use (and again after a failed open)."""
         with self._lock:
+            if self._hooks is not None and self._hooks.reopen_if_replaced():
+                # `zmem restore` swapped the file: drop the old (now closed) store and reopen.
+                self._store, self._surface, self._hooks = None, None, None
+                self._cache.clear()
             if self._store is None or self._surface is None or self._hooks is None:
                 if self._settings is None:
                     self._settings = runtime.settings_for(self._home)

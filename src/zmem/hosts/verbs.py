@@ -59,6 +59,7 @@ class Hooks:
         self.settings = settings
         self.data_dir = settings.data_dir
         self._store = store
+        self._identity = _file_identity(settings.store_path) if store is not None else None
         # None: hybrid when the store can embed (the resident process, model loaded once).
         # False: the one-shot in-process fallback, which must not pay the ~0.4 s model load
         # on a prompt; it answers lexically while the resident process starts.
@@ -68,7 +69,17 @@ class Hooks:
     def store(self) -> MemoryStore:
         if self._store is None:
             self._store = MemoryStore.open(settings=self.settings)
+            self._identity = _file_identity(self.settings.store_path)
         return self._store
+
+    def reopen_if_replaced(self) -> bool:
+        """A long-lived process (the resident one) reopens the store when its file was swapped
+        (`zmem restore` renames a snapshot over it): the open connection still reads the old,
+        unlinked file, and what it wrote there would be lost. One stat per request."""
+        if self._store is None or _file_identity(self.settings.store_path) == self._identity:
+            return False
+        self.close()
+        return True
 
     def close(self) -> None:
         if self._store is not None:
@@ -261,6 +272,14 @@ def queue_correction(settings: Settings, ns: str, session_id: str | None, prompt
     found["session"] = session_id
     sidecars.enqueue(settings.data_dir, ns, found)
     return True
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def skill_line() -> str:

@@ -51,9 +51,11 @@ class Worker:
         self.limiter = anyio.CapacityLimiter(1)
 
     async def call(self, name: str, args: Any, scope: Scope) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(
-            self.surface.call, name, args, scope, limiter=self.limiter
-        )
+        return await anyio.to_thread.run_sync(self._call, name, args, scope, limiter=self.limiter)
+
+    def _call(self, name: str, args: Any, scope: Scope) -> dict[str, Any]:
+        self.surface.reopen_if_replaced()  # one stat: a restored store is read, not the old one
+        return self.surface.call(name, args, scope)
 
 
 def build(surface: ToolSurface, *, local_scope: Scope, http: bool) -> Server:

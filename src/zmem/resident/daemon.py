@@ -72,6 +72,7 @@ class Resident:
             else:
                 os.environ.pop(key, None)
         host, event = str(header.get("host")), str(header.get("event"))
+        self.hooks.reopen_if_replaced()
         try:
             out, reason, fields = dispatch.respond(
                 host, event, payload.decode("utf-8", "replace"), self.data_dir, t0, self._execute
