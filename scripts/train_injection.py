@@ -123,6 +123,13 @@ def fit_dense(x: np.ndarray, y: np.ndarray, l2_weight: float) -> tuple[np.ndarra
     return w, b
 
 
+def threshold_at(oof: list[tuple[float, int]], max_fp: float) -> float:
+    """The lowest score threshold whose out-of-fold false-positive rate is at most max_fp."""
+    benign = sorted((s for s, y in oof if y == 0), reverse=True)
+    allowed = int(max_fp * len(benign))
+    return benign[allowed] + 1e-6 if allowed < len(benign) else float("-inf")
+
+
 def _fold(r: dict, salt: str, n: int) -> int:
     return int(hashlib.sha256((salt + r["group"]).encode()).hexdigest(), 16) % n
 
@@ -165,8 +172,7 @@ def embedding_check(tune: list[dict], held: list[dict], rows: list[dict], args) 
         for k in range(5):
             fn = embedding_scorers([r for r in tune if _fold(r, "fold", 5) != k], args.l2)[name]
             oof += [(fn(r), r["y"]) for r in tune if _fold(r, "fold", 5) == k]
-        benign = sorted((s for s, y in oof if y == 0), reverse=True)
-        threshold = benign[int(args.max_fp * len(benign))] + 1e-6
+        threshold = threshold_at(oof, args.max_fp)
         fn = embedding_scorers(tune, args.l2)[name]
         pos = [r for r in held if r["y"] == 1]
         neg = [r for r in held if r["y"] == 0]
@@ -209,19 +215,14 @@ def main() -> int:
     oof: list[tuple[float, int]] = []
     oof_rows: list[dict] = []
     for fold in range(5):
-
-        def in_fold(r: dict, fold: int = fold) -> bool:
-            return int(hashlib.sha256(("fold" + r["group"]).encode()).hexdigest(), 16) % 5 == fold
-
-        train = [r for r in tune if not in_fold(r)]
+        train = [r for r in tune if _fold(r, "fold", 5) != fold]
         model = fit(
             [r["f"] for r in train], np.array([r["y"] for r in train], dtype=np.float64), args.l2
         )
-        oof += [(score(model, r["f"]), r["y"]) for r in tune if in_fold(r)]
-        oof_rows += [r for r in tune if in_fold(r)]
-    benign = sorted((s for s, y in oof if y == 0), reverse=True)
-    allowed = int(args.max_fp * len(benign))
-    threshold = benign[allowed] + 1e-6 if allowed < len(benign) else float("-inf")
+        held_fold = [r for r in tune if _fold(r, "fold", 5) == fold]
+        oof += [(score(model, r["f"]), r["y"]) for r in held_fold]
+        oof_rows += held_fold
+    threshold = threshold_at(oof, args.max_fp)
     oof_recall = sum(1 for s, y in oof if y == 1 and s >= threshold) / max(
         1, sum(y for _, y in oof)
     )

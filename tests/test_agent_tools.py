@@ -185,7 +185,6 @@ def test_bad_arguments_are_one_error_and_write_nothing(world, store_path, name, 
 
 
 def test_unknown_tool():
-    assert ToolError("unknown_tool", "x").code == "unknown_tool"
     with pytest.raises(ToolError) as exc:
         ToolSurface.__new__(ToolSurface).call("drop_everything", {})
     assert exc.value.code == "unknown_tool"

@@ -186,7 +186,6 @@ def test_restore_round_trip_keeps_a_prerestore_copy(store_path, isolated_env):
     assert db.verify(store_path) == ("ok", (10, 10))
     kept = Path(doc["prerestore"])
     assert kept.name.startswith("prerestore-") and db.verify(kept) == ("ok", (15, 15))
-    assert not Path(str(store_path) + "-wal").exists() or True  # a new session may recreate it
     with MemoryStore.open(store_path) as s:
         assert s.stats()["live"] == 10
     # Retention never prunes the rollback copy.

@@ -119,6 +119,12 @@ class _Reader:
         return default
 
 
+def debug_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """ZMEM_DEBUG: tracebacks instead of one-line errors (read where an error is shown)."""
+    env = os.environ if env is None else env
+    return env.get("ZMEM_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     raw = env.get("ZMEM_DATA", "").strip()

@@ -19,7 +19,14 @@ import apsw
 
 from zmem.access import UNSCOPED, Scope
 from zmem.agent_tools.catalog import BY_NAME, ToolError, check_arguments
-from zmem.errors import NotFound, Refusal, StoreBusy, ZMemError
+from zmem.errors import (
+    NotFound,
+    Refusal,
+    SchemaError,
+    StoreBusy,
+    StoreUnavailable,
+    ZMemError,
+)
 from zmem.hosts.verbs import Hooks
 from zmem.models import GLOBAL_NAMESPACE, Memory
 from zmem.retrieval import render
@@ -64,11 +71,10 @@ class ToolSurface:
             raise ToolError("refused", str(exc)) from exc
         except StoreBusy as exc:
             raise ToolError("store_busy", str(exc)) from exc
-        except ZMemError as exc:
-            code = "invalid_arguments" if exc.exit_code == 2 else "store_unavailable"
-            if type(exc).__name__ in ("StoreUnavailable", "SchemaError"):
-                code = "store_unavailable"
-            raise ToolError(code, str(exc)) from exc
+        except (StoreUnavailable, SchemaError) as exc:
+            raise ToolError("store_unavailable", str(exc)) from exc
+        except ZMemError as exc:  # UsageError, ConfigError: the caller's input
+            raise ToolError("invalid_arguments", str(exc)) from exc
         except apsw.Error as exc:
             failure = failures.explain(exc, self.store.path)
             code = "store_busy" if isinstance(failure, StoreBusy) else "store_unavailable"

@@ -3,7 +3,6 @@ stable stderr line and the exit code their class carries (1 missing, 2 refusal/u
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -26,15 +25,22 @@ class StoreContext:
     def __init__(self, store_path: str | None):
         self.store_path = store_path
         self._store: MemoryStore | None = None
+        self._settings: config.Settings | None = None
+
+    def settings(self) -> config.Settings:
+        """The settings for this invocation (the global --store applied), their warnings
+        printed once: for commands that work on the store's files rather than open it."""
+        if self._settings is None:
+            self._settings = config.load_settings(store_path=self.store_path)
+            for line in self._settings.warnings:
+                output.warn(line)
+        return self._settings
 
     def store(self, *, create: bool = False) -> MemoryStore:
         """The store; only a command that stores something (add) may create it: a read of a
         store that does not exist says so instead of leaving an empty one behind."""
         if self._store is None:
-            settings = config.load_settings(store_path=self.store_path)
-            for line in settings.warnings:
-                output.warn(line)
-            self._store = MemoryStore.open(settings=settings, create=create)
+            self._store = MemoryStore.open(settings=self.settings(), create=create)
             for line in self._store.warnings:
                 output.notice(line)
         return self._store
@@ -78,7 +84,7 @@ class ZMemGroup(click.Group):
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except Exception as exc:
-            if os.environ.get("ZMEM_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):
+            if config.debug_enabled():
                 raise
             output.error(
                 f"internal error ({type(exc).__name__}: {exc}); this is a bug in zmem: "

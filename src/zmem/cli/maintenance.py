@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import click
 
-from zmem import config
 from zmem.cli import cli, output
 from zmem.embedding import PROFILES
 from zmem.models import MAX_LIMIT
@@ -45,7 +44,7 @@ def reembed(obj, everything, profile, batch, dry_run, confirm, as_json):
     in one step: until then recall uses the old vectors, after it the new ones. Interrupted, it
     resumes where it stopped when run again (exit 3 while another reembed is still running).
     """
-    settings = config.load_settings(store_path=obj.store_path)
+    settings = obj.settings()
     # Opened without the dimension check: converting a mismatched store is this command's job.
     with MemoryStore.open(settings=settings, check_vectors=False, create=False) as store:
         bar = output.progress_bar("reembed") if not dry_run else None
@@ -93,9 +92,7 @@ def backup(obj, retention, out_dir, if_due, as_json):
     """
     from zmem.maintenance import backup as job
 
-    settings = config.load_settings(store_path=obj.store_path)
-    for line in settings.warnings:
-        output.warn(line)
+    settings = obj.settings()
     bar = output.progress_bar("backup")
     try:
         result = job.backup(
@@ -136,9 +133,7 @@ def restore(obj, source, force, out_dir, as_json):
     """
     from zmem.maintenance import backup as job
 
-    settings = config.load_settings(store_path=obj.store_path)
-    for line in settings.warnings:
-        output.warn(line)
+    settings = obj.settings()
     result = job.restore(settings, source, force=force, out_dir=out_dir)
     if as_json:
         output.emit_json(result.to_dict())
@@ -174,9 +169,7 @@ def sweep(obj, marker_dirs, max_age_days, dry_run, as_json):
     """
     from zmem.maintenance import sweep as job
 
-    settings = config.load_settings(store_path=obj.store_path)
-    for line in settings.warnings:
-        output.warn(line)
+    settings = obj.settings()
     age = settings.sentinel_sweep_days if max_age_days is None else max_age_days
     result = job.sweep(marker_dirs or [settings.data_dir], age, dry_run=dry_run)
     if as_json:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import click
+from click.core import ParameterSource
 
 from zmem import access, config
 from zmem.cli import cli, output
@@ -44,7 +45,9 @@ def mcp(obj, stdio, http, host, port):
     """
     if stdio and http:
         raise UsageError("choose one of --stdio and --http")
-    if not http and (host != "127.0.0.1" or port != 8765):
+    ctx = click.get_current_context()
+    given = [n for n in ("host", "port") if ctx.get_parameter_source(n) != ParameterSource.DEFAULT]
+    if not http and given:
         raise UsageError("--host and --port apply to --http only")
     try:
         from zmem.mcp_server import serve
@@ -53,10 +56,8 @@ def mcp(obj, stdio, http, host, port):
             f"the MCP server needs the mcp extra ({exc.name} is missing): pip install 'zmem[mcp]'"
         ) from None
     tokens = access.load_tokens(os.environ)  # a malformed token file stops here (exit 2)
-    serve.configure_logging(os.environ.get("ZMEM_DEBUG", "").strip() in ("1", "true", "yes"))
-    settings = config.load_settings(store_path=obj.store_path)
-    for line in settings.warnings:
-        output.warn(line)
+    serve.configure_logging(config.debug_enabled())
+    settings = obj.settings()
     if http:
         serve.check_http(host, tokens)  # before the store is opened: nothing created
     with MemoryStore.open(settings=settings, create=True) as store:

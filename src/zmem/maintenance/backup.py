@@ -132,6 +132,10 @@ def backup(
             stale.unlink(missing_ok=True)  # a killed run's copy: never a backup
         at = config.now_iso()
         final = target_dir / f"store-{_stamp()}.sqlite"
+        n = 1
+        while final.exists():  # a pinned clock (ZMEM_TEST_NOW) must not overwrite a snapshot
+            final = target_dir / f"store-{_stamp()}-{n}.sqlite"
+            n += 1
         partial = target_dir / f"{PARTIAL_PREFIX}{final.name}"
         source = connect.connect(store)
         try:

@@ -53,14 +53,12 @@ def run(settings: config.Settings) -> TaskResult:
     """Run what is due. Each job fails on its own (a failed backup does not stop the sweep),
     and nothing raises: this runs detached, where nobody would see an exception."""
     result = TaskResult()
-    try:
-        lease = backup.maintenance_lock(settings.data_dir, "session-task")
-        lease.__enter__()
-    except StoreBusy:
-        result.skipped = "another session's upkeep is running"
-        return result
     with contextlib.ExitStack() as stack:
-        stack.push(lease)
+        try:
+            stack.enter_context(backup.maintenance_lock(settings.data_dir, "session-task"))
+        except StoreBusy:
+            result.skipped = "another session's upkeep is running"
+            return result
         jobs = due(settings)
         if "backup" in jobs:
             try:

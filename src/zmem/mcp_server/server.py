@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from typing import Any
 
 import anyio
@@ -108,7 +107,3 @@ def build(surface: ToolSurface, *, local_scope: Scope, http: bool) -> Server:
         on_call_tool=call_tool,
         get_tool_input_schema=input_schema,
     )
-
-
-def debug() -> bool:
-    return os.environ.get("ZMEM_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
