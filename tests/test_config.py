@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -61,30 +57,31 @@ def test_overrides_and_clamps():
     assert s.inject_token_budget == 900
 
 
-@pytest.mark.parametrize("name", sorted(config.NOT_YET_BUILT))
-def test_a_knob_of_a_feature_not_built_yet_warns_instead_of_pretending(name):
-    s = config.load_settings({name: "/somewhere/or/7"})
-    assert len(s.warnings) == 1
-    assert s.warnings[0].startswith(f"{name} is set, but this build has no ")
-    assert "/somewhere" not in s.warnings[0]  # a token's value never reaches a message
-    assert not any(f.name in name.lower() for f in dataclasses.fields(s) if f.name != "warnings")
-
-
-def test_the_cli_prints_the_not_yet_built_warning_and_still_works(tmp_path):
-    env = {**os.environ, "ZMEM_DATA": str(tmp_path), "ZMEM_NLI_CMD": str(tmp_path / "judge")}
-    env["ZMEM_EMBED_PROFILE"] = "fake"
-    result = subprocess.run(
-        [sys.executable, "-m", "zmem", "add", "--namespace", "project:t", "--type", "fact"]
-        + ["--content", "the ci runner has two cores", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
+def test_the_maintenance_knobs_parse_clamp_and_degrade():
+    s = config.load_settings({})
+    assert (s.consolidate_min_interval_days, s.consolidate_growth_threshold) == (7.0, 0.2)
+    assert (s.keeper_compress_chars, s.unrecalled_days, s.nli_cmd) == (4000, 30.0, None)
+    assert (s.organize_episode_bound, s.organize_idle_hours) == (256, 0.0)
+    s = config.load_settings(
+        {
+            "ZMEM_CONSOLIDATE_MIN_INTERVAL_DAYS": "-3",
+            "ZMEM_CONSOLIDATE_GROWTH_THRESHOLD": "0.5",
+            "ZMEM_KEEPER_COMPRESS_CHARS": "0",
+            "ZMEM_UNRECALLED_DAYS": "12",
+            "ZMEM_NLI_CMD": "judge --strict",
+            "ZMEM_ORGANIZE_EPISODE_BOUND": "99999999",
+            "ZMEM_ORGANIZE_IDLE_HOURS": "2",
+        }
     )
-    assert result.returncode == 0, result.stderr
-    assert result.stderr.strip().splitlines() == [
-        "[zmem] warning: ZMEM_NLI_CMD is set, but this build has no consolidate's NLI judge yet: "
-        "it has no effect"
-    ]
+    assert s.consolidate_min_interval_days == 0.0 and s.consolidate_growth_threshold == 0.5
+    # A cap, not a switch: 0 or less degrades to the default instead of compressing to nothing.
+    assert s.keeper_compress_chars == 4000
+    assert s.unrecalled_days == 12.0 and s.nli_cmd == "judge --strict"
+    assert s.organize_episode_bound == config.CONSOLIDATE_NAMESPACE_CAP
+    assert s.organize_idle_hours == 2.0 and s.warnings == ()
+    assert config.load_settings({"ZMEM_KEEPER_COMPRESS_CHARS": "-5"}).keeper_compress_chars == 4000
+    bad = config.load_settings({"ZMEM_ORGANIZE_EPISODE_BOUND": "many"})
+    assert bad.organize_episode_bound == 256 and "ZMEM_ORGANIZE_EPISODE_BOUND" in bad.warnings[0]
 
 
 def test_unparseable_numbers_fall_back_with_a_warning():

@@ -24,15 +24,6 @@ STORE_FILENAME = "store.sqlite"
 # Knobs the spec names for features this build does not have yet. They are not read; setting
 # one earns a one-line warning, so nobody believes, say, that backups happen. Each comes back
 # into Settings with its feature (the maintenance and MCP issues).
-NOT_YET_BUILT = {
-    "ZMEM_CONSOLIDATE_MIN_INTERVAL_DAYS": "consolidate",
-    "ZMEM_CONSOLIDATE_GROWTH_THRESHOLD": "consolidate",
-    "ZMEM_KEEPER_COMPRESS_CHARS": "consolidate",
-    "ZMEM_UNRECALLED_DAYS": "consolidate --prune",
-    "ZMEM_NLI_CMD": "consolidate's NLI judge",
-    "ZMEM_ORGANIZE_EPISODE_BOUND": "organize",
-    "ZMEM_ORGANIZE_IDLE_HOURS": "organize",
-}
 
 # One canonical timestamp shape: fixed-width microseconds and a Z, so lexical order in SQL equals
 # chronological order and --as-of comparisons can stay plain string comparisons.
@@ -63,7 +54,15 @@ class Settings:
     backup_dir: Path | None = None  # None: <store dir>/backups
     backup_interval_days: float = 1.0  # backup --if-due
     sentinel_sweep_days: float = 7.0  # sweep --max-age-days default
-    session_upkeep: bool = True  # SessionStart launches due backups and the sweep
+    session_upkeep: bool = True  # SessionStart launches due backups, organize and the sweep
+    # consolidate / organize: the shared cadence gate, prune, compression, the judge, the gates
+    consolidate_min_interval_days: float = 7.0
+    consolidate_growth_threshold: float = 0.2  # a fraction: 0.2 = 20 % more live rows
+    keeper_compress_chars: int = 4000
+    unrecalled_days: float = 30.0
+    nli_cmd: str | None = None
+    organize_episode_bound: int = 256
+    organize_idle_hours: float = 0.0
     # Values that could not be parsed fall back to their default; the reason is kept here so a
     # front end can say so once instead of failing a hook over a typo.
     warnings: tuple[str, ...] = ()
@@ -119,6 +118,18 @@ class _Reader:
         return default
 
 
+# The per-namespace consolidation cap (rows one run clusters per namespace); organize's episode
+# bound is clamped to it.
+CONSOLIDATE_NAMESPACE_CAP = 20000
+EPISODE_BOUND_CAP = CONSOLIDATE_NAMESPACE_CAP
+
+
+def _compress_chars(r: _Reader) -> int:
+    """ZMEM_KEEPER_COMPRESS_CHARS is a cap, not a switch: 0 or less means the default."""
+    value = int(r.number("ZMEM_KEEPER_COMPRESS_CHARS", 4000, None, 65536, integer=True))
+    return value if value > 0 else 4000
+
+
 def debug_enabled(env: Mapping[str, str] | None = None) -> bool:
     """ZMEM_DEBUG: tracebacks instead of one-line errors (read where an error is shown)."""
     env = os.environ if env is None else env
@@ -157,11 +168,6 @@ def load_settings(
             f"ZMEM_EMBED_PROFILE={env.get('ZMEM_EMBED_PROFILE')!r} is not a known profile "
             f"({', '.join(EMBED_PROFILES)})"
         )
-    for name, feature in NOT_YET_BUILT.items():
-        if r.raw(name) is not None:
-            r.warnings.append(
-                f"{name} is set, but this build has no {feature} yet: it has no effect"
-            )
     backup_raw = r.raw("ZMEM_BACKUP_DIR")
     return Settings(
         store_path=store,
@@ -187,6 +193,17 @@ def load_settings(
         backup_interval_days=r.number("ZMEM_BACKUP_INTERVAL_DAYS", 1.0, 0.0, 3650.0),
         sentinel_sweep_days=r.number("ZMEM_SENTINEL_SWEEP_DAYS", 7.0, 0.0, 3650.0),
         session_upkeep=r.flag("ZMEM_SESSION_UPKEEP", True),
+        consolidate_min_interval_days=r.number(
+            "ZMEM_CONSOLIDATE_MIN_INTERVAL_DAYS", 7.0, 0.0, 3650.0
+        ),
+        consolidate_growth_threshold=r.number("ZMEM_CONSOLIDATE_GROWTH_THRESHOLD", 0.2, 0.0, 100.0),
+        keeper_compress_chars=_compress_chars(r),
+        unrecalled_days=r.number("ZMEM_UNRECALLED_DAYS", 30.0, 0.0, 36500.0),
+        nli_cmd=r.raw("ZMEM_NLI_CMD"),
+        organize_episode_bound=int(
+            r.number("ZMEM_ORGANIZE_EPISODE_BOUND", 256, 0, EPISODE_BOUND_CAP, integer=True)
+        ),
+        organize_idle_hours=r.number("ZMEM_ORGANIZE_IDLE_HOURS", 0.0, 0.0, 87600.0),
         warnings=tuple(r.warnings),
     )
 

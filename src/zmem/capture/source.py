@@ -20,7 +20,8 @@ _MSYS = re.compile(r"^/([a-zA-Z])(/.*)?$")
 _WINDOWS = re.compile(r"^([a-zA-Z]):[\\/]")
 MAX_SOURCE_REF_CHARS = 4096
 # The schemes a ref may use: the spec's three, and the keys ZMem's own evaluation corpora carry.
-SCHEMES = ("file", "session", "db", "eval", "locomo")
+# organize: marks organize's summary rows (reserved: a row carrying it is never an episode member).
+SCHEMES = ("file", "session", "db", "eval", "locomo", "organize")
 _USAGE = "must look like file:<absolute path>, session:<id> or db:<table>:<rowid>"
 
 

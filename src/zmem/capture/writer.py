@@ -250,6 +250,38 @@ def _absorb_tags(
     link_entities(conn, neighbour.id, neighbour.content, merged, at)
 
 
+def link_neighbours(
+    conn: apsw.Connection,
+    memory_id: str,
+    tags: Sequence[str],
+    neighbours: Sequence[Neighbour],
+    at: str,
+    link_threshold: float,
+) -> tuple[list[str], list[str]]:
+    """The write-time linker: related edges (both directions) to the best neighbours, a
+    contradicts pair where polarity disagrees; a related neighbour absorbs the row's tags.
+    Returns (related ids, contested ids). Also organize's link backfill for older rows."""
+    related: list[str] = []
+    contested: list[str] = []
+    for n in neighbours:
+        if len(related) + len(contested) >= LINKS_PER_WRITE:
+            break
+        # Dedup-window pairs always get an edge (that is where the polarity guard fires), even
+        # when the operator set the link threshold above the dedup threshold.
+        if n.similarity < link_threshold and n.similarity < DEDUP_THRESHOLD:
+            continue
+        score = round(n.similarity, 4)
+        if not n.same_polarity:
+            contradict(conn, memory_id, n.candidate.id, at, score)
+            contested.append(n.candidate.id)
+            continue
+        graph.insert_link(conn, memory_id, n.candidate.id, "related", score, at)
+        graph.insert_link(conn, n.candidate.id, memory_id, "related", score, at)
+        _absorb_tags(conn, n.candidate, tags, at)
+        related.append(n.candidate.id)
+    return related, contested
+
+
 def write(
     conn: apsw.Connection,
     row: Prepared,
@@ -305,25 +337,7 @@ def write(
     if update_of is not None:
         graph.insert_link(conn, new_id, update_of, "updates", None, at)
 
-    related: list[str] = []
-    contested: list[str] = []
-    for n in neighbours:
-        if len(related) + len(contested) >= LINKS_PER_WRITE:
-            break
-        # Dedup-window pairs always get an edge (that is where the polarity guard fires), even
-        # when the operator set the link threshold above the dedup threshold.
-        if n.similarity < link_threshold and n.similarity < DEDUP_THRESHOLD:
-            continue
-        score = round(n.similarity, 4)
-        if not n.same_polarity:
-            contradict(conn, new_id, n.candidate.id, at, score)
-            contested.append(n.candidate.id)
-            continue
-        graph.insert_link(conn, new_id, n.candidate.id, "related", score, at)
-        graph.insert_link(conn, n.candidate.id, new_id, "related", score, at)
-        _absorb_tags(conn, n.candidate, row.tags, at)
-        related.append(n.candidate.id)
-
+    related, contested = link_neighbours(conn, new_id, row.tags, neighbours, at, link_threshold)
     link_entities(conn, new_id, row.content, row.tags, at)
     return WriteResult(
         new_id, "stored", True, row.warnings, tuple(related), tuple(contested), replaced=update_of

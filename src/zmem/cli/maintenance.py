@@ -1,5 +1,5 @@
-"""CLI commands for the store's upkeep: reembed (derived state in bulk), backup, restore and
-sweep."""
+"""CLI commands for the store's upkeep: reembed (derived state in bulk), backup, restore,
+sweep, consolidate and organize."""
 
 from __future__ import annotations
 
@@ -180,3 +180,115 @@ def sweep(obj, marker_dirs, max_age_days, dry_run, as_json):
             f"sweep: {verb} {result.removed} of {result.scanned} sentinel(s) older than "
             f"{age:g} days; kept {result.kept}"
         )
+
+
+def _lock_busy(what: str, as_json: bool) -> None:
+    # The single-flight loser: a clean skip, exit 0 (several sessions may start together).
+    if as_json:
+        output.emit_json({"error": f"{what} lock busy", "skipped": "lock busy"})
+    else:
+        output.notice(f"{what}: - skipped (another consolidate or organize is running)")
+
+
+@cli.command()
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=0.80,
+    show_default=True,
+    help="Similarity (cosine, or token Jaccard without a model) at which rows are duplicates.",
+)
+@click.option("--prune", is_flag=True, help="Also retire never-used, low-confidence, old rows.")
+@click.option("--dry-run", is_flag=True, help="Show every cluster and decision; write nothing.")
+@click.option("--namespace", default=None, help="Only this namespace (default: all).")
+@click.option("--force", is_flag=True, help="Run even if the cadence gate says it is not due.")
+@click.option(
+    "--merge-contested",
+    is_flag=True,
+    help="Also merge clusters parked because their members disagree (review --dry-run first).",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def consolidate(obj, threshold, prune, dry_run, namespace, force, merge_contested, as_json):
+    """Merge near-duplicate memories into one keeper, history kept.
+
+    Within a namespace and type, rows similar to a keeper (the row with the highest
+    confidence x surface count) are absorbed: their whole text is appended to the keeper
+    unless it already holds it, their ids go to merged_from, and they are tombstoned. A row
+    with other numbers never merges; a cluster whose members disagree in polarity is parked
+    (ZMEM_NLI_CMD can clear it). Skipped when the last run was under
+    ZMEM_CONSOLIDATE_MIN_INTERVAL_DAYS (7) ago and the store grew under
+    ZMEM_CONSOLIDATE_GROWTH_THRESHOLD (20 %); --force runs it anyway. --prune retires rows with
+    signal none, confidence under 0.25, older than ZMEM_UNRECALLED_DAYS (30), never retrieved,
+    and never surfaced (or not since that many days). A second run at the same time skips
+    (exit 0). Interrupted, a rerun finishes the rest.
+    """
+    from zmem.maintenance import consolidate as job
+
+    settings = obj.settings()
+    with MemoryStore.open(settings=settings, create=False) as store:
+        bar = output.progress_bar("consolidate") if not dry_run else None
+        try:
+            report = store.consolidate(
+                threshold=threshold, prune=prune, dry_run=dry_run, namespace=namespace,
+                force=force, merge_contested=merge_contested,
+                progress=bar.update if bar else None,
+            ).to_dict()  # fmt: skip
+        except job.LockHeld:
+            _lock_busy("consolidate", as_json)
+            return
+        finally:
+            if bar:
+                bar.close()
+    for w in report["warnings"]:
+        output.notice(w)
+    if as_json:
+        output.emit_json(report)
+        return
+    if report["skipped"]:
+        line = job.summary_line(report)
+        output.notice(line.replace("[zmem] ", "").replace("skipped", "would skip") if dry_run
+                      else line.replace("[zmem] ", ""))  # fmt: skip
+        return
+    if dry_run:
+        for line in job.cluster_lines(report):
+            output.emit(line)
+    output.emit(job.summary_line(report))
+
+
+@cli.command()
+@click.option("--prune", is_flag=True, help="Also retire never-used rows of the working set.")
+@click.option("--dry-run", is_flag=True, help="Count what each step would do; write nothing.")
+@click.option("--force", is_flag=True, help="Run even if the cadence gate says it is not due.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def organize(obj, prune, dry_run, force, as_json):
+    """Sleep-time organization of the most recent memories.
+
+    On the ZMEM_ORGANIZE_EPISODE_BOUND (256) newest live rows: backfills missing entity and
+    memory links, merges near-duplicates exactly as consolidate does, compresses merged rows
+    longer than ZMEM_KEEPER_COMPRESS_CHARS (4000) by dropping repeated and trailing
+    sentences (the full text stays in history), and writes topic summaries (source_ref
+    organize:...) for entities with 3 or more rows. Shares consolidate's cadence gate and lock;
+    with ZMEM_ORGANIZE_IDLE_HOURS set it waits until the store has been idle that long. The
+    SessionStart upkeep runs it in the background when due.
+    """
+    from zmem.maintenance import consolidate as lock
+    from zmem.maintenance import organize as job
+
+    settings = obj.settings()
+    with MemoryStore.open(settings=settings, create=False) as store:
+        try:
+            report = store.organize(prune=prune, dry_run=dry_run, force=force).to_dict()
+        except lock.LockHeld:
+            _lock_busy("organize", as_json)
+            return
+    for w in report["warnings"]:
+        output.notice(w)
+    if as_json:
+        output.emit_json(report)
+    elif report["skipped"]:
+        line = job.summary_line(report).replace("[zmem] ", "")
+        output.notice(line.replace("skipped", "would skip") if dry_run else line)
+    else:
+        output.emit(job.summary_line(report))

@@ -1,21 +1,34 @@
 """The SessionStart upkeep: what a session start asks for in the background (a backup when one
-is due, a sweep of stale sentinels once a day), decided by two stat calls so a session that
-owes nothing pays nothing, and run under its own lease so two sessions starting together never
-run it twice. Consolidate and organize join it with their issue."""
+is due, organize and a sweep of stale sentinels checked once a day), decided by three stat
+calls so a session that owes nothing pays nothing, and run under its own lease so two sessions
+starting together never run it twice. Organize applies its own cadence and idle gates."""
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from zmem import config
 from zmem.errors import StoreBusy, ZMemError
 from zmem.maintenance import backup, sweep
+from zmem.maintenance.consolidate import LockHeld
 
 SWEEP_MARKER = "sweep.last"
 SWEEP_EVERY_S = 86400.0
+# organize's cadence gate lives in the store; this marker only spares a session start from
+# opening the store to ask it more than once a day.
+ORGANIZE_MARKER = "organize.last"
+ORGANIZE_EVERY_S = 86400.0
+
+
+def _age(path: Any) -> float | None:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return None
 
 
 def due(settings: config.Settings) -> list[str]:
@@ -24,17 +37,13 @@ def due(settings: config.Settings) -> list[str]:
     if not settings.session_upkeep:
         return jobs
     if settings.store_path.is_file():
-        marker = settings.data_dir / backup.MARKER
-        try:
-            age = time.time() - marker.stat().st_mtime
-        except OSError:
-            age = None
+        age = _age(settings.data_dir / backup.MARKER)
         if age is None or age >= settings.backup_interval_days * 86400:
             jobs.append("backup")
-    try:
-        swept = time.time() - (settings.data_dir / SWEEP_MARKER).stat().st_mtime
-    except OSError:
-        swept = None
+        organized = _age(settings.data_dir / ORGANIZE_MARKER)
+        if organized is None or organized >= ORGANIZE_EVERY_S:
+            jobs.append("organize")
+    swept = _age(settings.data_dir / SWEEP_MARKER)
     if swept is None or swept >= SWEEP_EVERY_S:
         jobs.append("sweep")
     return jobs
@@ -46,12 +55,17 @@ class TaskResult:
     skipped: str | None = None
     backup: dict[str, Any] | None = None
     swept: int = 0
+    organize: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
 
 
-def run(settings: config.Settings) -> TaskResult:
+def run(
+    settings: config.Settings, organize: Callable[[], dict[str, Any]] | None = None
+) -> TaskResult:
     """Run what is due. Each job fails on its own (a failed backup does not stop the sweep),
-    and nothing raises: this runs detached, where nobody would see an exception."""
+    and nothing raises: this runs detached, where nobody would see an exception. `organize`
+    runs the organize job on the store (the front end opens it) and returns its report; it
+    runs after the backup, so the snapshot holds the store as it was before."""
     result = TaskResult()
     with contextlib.ExitStack() as stack:
         try:
@@ -67,6 +81,16 @@ def run(settings: config.Settings) -> TaskResult:
                 result.ran.append("backup")
             except ZMemError as exc:
                 result.errors.append(f"backup: {exc}")
+        if "organize" in jobs and organize is not None:
+            try:
+                result.organize = organize()
+                result.ran.append("organize")
+                (settings.data_dir / ORGANIZE_MARKER).touch()
+            except LockHeld:
+                pass  # a manual consolidate or organize is running: ask again next session
+            except (ZMemError, OSError) as exc:
+                result.errors.append(f"organize: {exc}")
+                (settings.data_dir / ORGANIZE_MARKER).touch()  # not again on every start
         if "sweep" in jobs:
             try:
                 swept = sweep.sweep([settings.data_dir], settings.sentinel_sweep_days)

@@ -5,10 +5,12 @@ session start tries again."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from zmem import config
 from zmem.maintenance import session_task
 from zmem.resident.client import log_line
+from zmem.store import MemoryStore
 
 
 def main() -> None:
@@ -17,7 +19,12 @@ def main() -> None:
     except OSError:
         pass
     settings = config.load_settings()
-    result = session_task.run(settings)
+
+    def organize() -> dict[str, Any]:
+        with MemoryStore.open(settings=settings, create=False) as store:
+            return store.organize().to_dict()
+
+    result = session_task.run(settings, organize)
     reason = result.skipped and "skipped" or ("+".join(result.ran) or "nothing-due")
     fields = {"error": "; ".join(result.errors)} if result.errors else {}
     log_line(settings.data_dir, "upkeep", "SessionStart", reason, fields)

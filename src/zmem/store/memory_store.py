@@ -44,6 +44,8 @@ from zmem.store.reads import Reader
 from zmem.store.vectors import StoreVectors
 
 if TYPE_CHECKING:
+    from zmem.maintenance.consolidate import Report as ConsolidateReport
+    from zmem.maintenance.organize import OrganizeReport
     from zmem.maintenance.reembed import ReembedReport
 
 MIN_ID_PREFIX = 4
@@ -288,6 +290,40 @@ class MemoryStore:
         )
         self.vectors.prepare(check=False)
         return report
+
+    def consolidate(
+        self,
+        *,
+        threshold: float = 0.80,
+        prune: bool = False,
+        dry_run: bool = False,
+        namespace: str | None = None,
+        force: bool = False,
+        merge_contested: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ConsolidateReport:
+        """Merge near-duplicate live memories (see maintenance.consolidate). StoreBusy when
+        another consolidate or organize holds the shared lock."""
+        from zmem.maintenance import consolidate
+
+        if not 0.0 < threshold <= 1.0:
+            raise UsageError(f"--threshold {threshold!r} must be above 0 and at most 1")
+        return consolidate.consolidate(
+            self._conn, self.settings, self.vectors, threshold=threshold, prune_rows=prune,
+            dry_run=dry_run, namespace=namespace, force=force,
+            merge_contested=merge_contested, progress=progress,
+        )  # fmt: skip
+
+    def organize(
+        self, *, prune: bool = False, dry_run: bool = False, force: bool = False
+    ) -> OrganizeReport:
+        """The sleep-time organization job (see maintenance.organize)."""
+        from zmem.maintenance import organize
+
+        return organize.organize(
+            self._conn, self.settings, self.vectors, prune_rows=prune, dry_run=dry_run,
+            force=force,
+        )  # fmt: skip
 
     # ---- reads by relevance (the Reader; options: RecallRequest's fields) --------------------
 

@@ -1,0 +1,286 @@
+"""Planning a consolidation: clusters of near-duplicate live rows (per namespace and type,
+each member similar to its keeper by cosine or token Jaccard, whichever says more), the number
+guard, the contested guard with the optional NLI judge, and the keeper's merged text. Pure
+computation over rows already read: nothing here touches the store."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from zmem.capture import writer
+from zmem.capture.polarity import polarity
+from zmem.config import Settings
+from zmem.db import consolidation as db
+from zmem.embedding import PROFILE_DIMS, PROFILE_MODELS
+from zmem.maintenance.nli import Judge
+from zmem.models import MAX_CONTENT_CHARS, Memory
+from zmem.retrieval.render import estimate_tokens
+from zmem.tokens import number_tokens, words
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+class Vectors(Protocol):
+    """What consolidation needs of a store's embedding state (store.vectors.StoreVectors)."""
+
+    def embed(self, content: str) -> writer.Vector: ...
+    def for_write(self, vector: writer.Vector) -> writer.Vector: ...
+    def semantic(self) -> writer.Semantic | None: ...
+
+
+def first_sentence(text: str) -> str:
+    return _SENTENCE_END.split(text.strip(), maxsplit=1)[0].strip()
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def _phrase(text: str) -> str:
+    return " " + " ".join(words(text)) + " "
+
+
+# ---- planning ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Member:
+    id: str
+    similarity: float
+    action: str = "absorb"  # keeper | absorb (text appended) | subsumed | truncated | parked
+
+
+@dataclass
+class Cluster:
+    namespace: str
+    type: str
+    keeper: str
+    members: list[Member]  # the keeper first
+    decision: str = "merge"  # merge | parked
+    reason: str | None = None
+    content: str = ""  # the keeper's content after the merge
+    would_lose_tokens: int = 0
+    result_id: str | None = None  # after a real run: the row the cluster became
+    applied: bool = False
+
+    @property
+    def grows(self) -> bool:
+        return any(m.action == "absorb" for m in self.members)
+
+    @property
+    def absorbing(self) -> list[Member]:
+        """The members this cluster retires (parked ones stay live)."""
+        return [m for m in self.members[1:] if m.action != "parked"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "type": self.type,
+            "keeper": self.keeper,
+            "members": [
+                {"id": m.id, "similarity": round(m.similarity, 4), "action": m.action}
+                for m in self.members
+            ],
+            "decision": self.decision,
+            "reason": self.reason,
+            "would_lose_tokens": self.would_lose_tokens,
+            "result_id": self.result_id,
+            "applied": self.applied,
+        }
+
+
+def _keeper_order(m: Memory) -> tuple[float, float, str, str]:
+    # Highest confidence x total surface events, then confidence, then the earliest ingestion.
+    return (
+        -(m.confidence * (m.retrieval_count + m.surfaced_count)),
+        -m.confidence,
+        m.ingestion_ts,
+        m.id,
+    )
+
+
+def _comparable(rows: Sequence[db.Row], settings: Settings, vectors: Vectors) -> Any:
+    """Unit vectors of the rows (a numpy array, None where a row has none) when the store's
+    profile is a real model; None when only tokens can be compared."""
+    if vectors.semantic() is None:
+        return None
+    import numpy as np
+
+    model = PROFILE_MODELS[settings.embed_profile]
+    dim = PROFILE_DIMS[settings.embed_profile]
+    matrix = np.zeros((len(rows), dim), dtype=np.float32)
+    present = np.zeros(len(rows), dtype=bool)
+    for i, r in enumerate(rows):
+        if r.embedding is not None and r.memory.embedding_model == model:
+            if len(r.embedding) == dim * 4:
+                matrix[i] = np.frombuffer(r.embedding, dtype=np.float32)
+                present[i] = True
+    return matrix, present
+
+
+def _similar_pairs(
+    rows: Sequence[db.Row], threshold: float, embedded: Any
+) -> dict[int, dict[int, float]]:
+    """{i: {j: similarity}} for every pair of rows at or above `threshold`: token Jaccard by
+    prefix filtering (two sets with Jaccard >= t share one of their p rarest tokens), plus the
+    cosine of their vectors, in blocks of one matrix product."""
+    out: dict[int, dict[int, float]] = defaultdict(dict)
+    toks = [frozenset(r.norm.split()) for r in rows]
+    df: dict[str, int] = defaultdict(int)
+    for t in toks:
+        for w in t:
+            df[w] += 1
+    index: dict[str, list[int]] = defaultdict(list)
+    for i, t in enumerate(toks):
+        if not t:
+            continue
+        ordered = sorted(t, key=lambda w: (df[w], w))
+        p = len(ordered) - int(threshold * len(ordered) - 1e-9) + 1  # |A| - ceil(t|A|) + 1
+        seen: set[int] = set()
+        for w in ordered[:p]:
+            for j in index[w]:
+                if j in seen:
+                    continue
+                seen.add(j)
+                inter = len(t & toks[j])
+                sim = inter / (len(t) + len(toks[j]) - inter)
+                if sim >= threshold:
+                    out[i][j] = out[j][i] = sim
+            index[w].append(i)
+    if embedded is not None:
+        import numpy as np
+
+        matrix, present = embedded
+        idx = np.flatnonzero(present)
+        sub = matrix[idx]
+        for start in range(0, len(idx), 512):
+            block = sub[start : start + 512] @ sub.T
+            rr, cc = np.nonzero(block >= threshold)
+            for a, b in zip(rr.tolist(), cc.tolist(), strict=True):
+                i, j = int(idx[start + a]), int(idx[b])
+                if i != j:
+                    sim = float(block[a, b])
+                    if sim > out[i].get(j, 0.0):
+                        out[i][j] = sim
+    return out
+
+
+def plan_clusters(
+    rows: Sequence[db.Row],
+    settings: Settings,
+    vectors: Vectors,
+    threshold: float,
+    contradicting: set[frozenset[str]],
+    judge: Judge | None,
+    merge_contested: bool,
+) -> list[Cluster]:
+    """Clusters of `rows` (one namespace and type at a time): in keeper order, each row not yet
+    taken gathers the untaken rows similar to it with the same numbers; the gatherer is the
+    keeper, since any better-ranked row similar to it would have gathered it first."""
+    groups: dict[tuple[str, str], list[db.Row]] = defaultdict(list)
+    for r in rows:
+        groups[(r.memory.namespace, r.memory.type)].append(r)
+    clusters: list[Cluster] = []
+    for (namespace, type_), group in sorted(groups.items()):
+        group.sort(key=lambda r: _keeper_order(r.memory))
+        pairs = _similar_pairs(group, threshold, _comparable(group, settings, vectors))
+        numbers = [number_tokens(frozenset(words(r.memory.content))) for r in group]
+        taken: set[int] = set()
+        for i, r in enumerate(group):
+            if i in taken:
+                continue
+            near = sorted(
+                (j for j, _ in pairs.get(i, {}).items() if j not in taken and j != i),
+                key=lambda j: (-pairs[i][j], j),
+            )
+            # The number guard: a changed number is a different fact, never a duplicate.
+            near = [j for j in near if numbers[j] == numbers[i]]
+            if not near:
+                continue
+            taken.add(i)
+            taken.update(near)
+            cluster = Cluster(
+                namespace, type_, r.memory.id,
+                [Member(r.memory.id, 1.0, "keeper")]
+                + [Member(group[j].memory.id, pairs[i][j]) for j in near],
+            )  # fmt: skip
+            members = [r.memory] + [group[j].memory for j in near]
+            _guard(cluster, members, contradicting, judge, merge_contested)
+            _compose(cluster, members)
+            clusters.append(cluster)
+    return clusters
+
+
+def _guard(
+    cluster: Cluster,
+    members: Sequence[Memory],
+    contradicting: set[frozenset[str]],
+    judge: Judge | None,
+    merge_contested: bool,
+) -> None:
+    """The contested guard. A pair of members is flagged when their negation polarity differs
+    (the write path links such pairs `contradicts` too), and held when they carry a contradicts
+    link with the SAME polarity (a disagreement recorded by someone, which no regex explains).
+    The judge clears the cluster only with entailment on EVERY flagged pair and no held one;
+    --merge-contested clears it outright. Otherwise each member that disagrees with the keeper,
+    or is linked contradicts to a member being merged, is parked and stays live; the members
+    that agree still merge."""
+    ids = [m.id for m in members]
+    polar = [polarity(m.content) for m in members]
+    pairs = [(a, b) for a in range(len(ids)) for b in range(a + 1, len(ids))]
+    flagged = [(a, b) for a, b in pairs if polar[a] != polar[b]]
+    held = [
+        (a, b) for a, b in pairs
+        if polar[a] == polar[b] and frozenset((ids[a], ids[b])) in contradicting
+    ]  # fmt: skip
+    if not flagged and not held:
+        return
+    if merge_contested:
+        cluster.reason = "contested; merged by --merge-contested"
+        return
+    verdict = None
+    if judge is not None and flagged and not held:
+        verdicts = [
+            judge.verdict(first_sentence(members[a].content), first_sentence(members[b].content))
+            for a, b in flagged
+        ]
+        if all(v == "entailment" for v in verdicts):
+            cluster.reason = "contested; the NLI judge found entailment on every flagged pair"
+            return
+        verdict = next(v for v in verdicts if v != "entailment")
+    merging = {0}
+    for k in range(1, len(ids)):
+        clash = polar[k] != polar[0] or any(
+            frozenset((ids[k], ids[j])) in contradicting for j in merging
+        )
+        if clash:
+            cluster.members[k].action = "parked"
+        else:
+            merging.add(k)
+    why = "contested: members disagree in polarity or carry a contradicts link"
+    if verdict is not None:
+        why += f" (NLI judge: {verdict})"
+    cluster.reason = why
+    if len(merging) == 1:
+        cluster.decision = "parked"
+
+
+def _compose(cluster: Cluster, members: Sequence[Memory]) -> None:
+    """The keeper's merged text: each absorbed row's whole text appended unless the text so far
+    already holds it word for word; past the size cap an absorb is recorded as truncated."""
+    content = members[0].content
+    for member, row in zip(cluster.members[1:], members[1:], strict=True):
+        if member.action == "parked":
+            continue
+        if _phrase(row.content) in _phrase(content):
+            member.action = "subsumed"
+        elif len(content) + 1 + len(row.content) > MAX_CONTENT_CHARS:
+            member.action = "truncated"
+            cluster.would_lose_tokens += estimate_tokens(row.content)
+        else:
+            content = content + "\n" + row.content
+    cluster.content = content
