@@ -80,17 +80,23 @@ def episode_ids(conn: apsw.Connection, bound: int) -> list[str]:
     return [r[0] for r in rows]
 
 
+def _chunks(ids: Sequence[str]) -> list[list[str]]:
+    # SQLite caps bound parameters per statement; a working set can hold 20,000 ids.
+    return [list(ids[i : i + _MAX_VARIABLES]) for i in range(0, len(ids), _MAX_VARIABLES)]
+
+
 def contradicting_pairs(conn: apsw.Connection, ids: Sequence[str]) -> set[frozenset[str]]:
     """Pairs among `ids` joined by a contradicts link (a recorded disagreement)."""
-    if len(ids) < 2:
-        return set()
-    marks = ",".join("?" * len(ids))
-    rows = conn.execute(
-        f"SELECT src, dst FROM memory_link WHERE relation = 'contradicts' "
-        f"AND src IN ({marks}) AND dst IN ({marks})",
-        (*ids, *ids),
-    )
-    return {frozenset(r) for r in rows}
+    wanted = set(ids)
+    out: set[frozenset[str]] = set()
+    for chunk in _chunks(ids):
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT src, dst FROM memory_link WHERE relation = 'contradicts' AND src IN ({marks})",
+            chunk,
+        )
+        out |= {frozenset(r) for r in rows if r[1] in wanted}
+    return out
 
 
 def write_merge_state(
@@ -202,31 +208,32 @@ def last_activity(conn: apsw.Connection) -> str | None:
 
 
 def without_entities(conn: apsw.Connection, ids: Sequence[str]) -> list[str]:
-    if not ids:
-        return []
-    marks = ",".join("?" * len(ids))
-    have = {
-        r[0]
-        for r in conn.execute(
-            f"SELECT DISTINCT memory_id FROM memory_entity WHERE memory_id IN ({marks})", ids
-        )
-    }
+    have: set[str] = set()
+    for chunk in _chunks(ids):
+        marks = ",".join("?" * len(chunk))
+        have |= {
+            r[0]
+            for r in conn.execute(
+                f"SELECT DISTINCT memory_id FROM memory_entity WHERE memory_id IN ({marks})", chunk
+            )
+        }
     return [i for i in ids if i not in have]
 
 
 def without_links(conn: apsw.Connection, ids: Sequence[str]) -> list[str]:
     """Rows with no related/supports/contradicts edge in either direction."""
-    if not ids:
-        return []
-    marks = ",".join("?" * len(ids))
-    have = {
-        r[0]
-        for r in conn.execute(
-            f"SELECT src FROM memory_link WHERE relation != 'updates' AND src IN ({marks}) "
-            f"UNION SELECT dst FROM memory_link WHERE relation != 'updates' AND dst IN ({marks})",
-            (*ids, *ids),
-        )
-    }
+    have: set[str] = set()
+    for chunk in _chunks(ids):
+        marks = ",".join("?" * len(chunk))
+        have |= {
+            r[0]
+            for r in conn.execute(
+                f"SELECT src FROM memory_link WHERE relation != 'updates' AND src IN ({marks}) "
+                f"UNION SELECT dst FROM memory_link WHERE relation != 'updates' "
+                f"AND dst IN ({marks})",
+                (*chunk, *chunk),
+            )
+        }
     return [i for i in ids if i not in have]
 
 
@@ -248,26 +255,30 @@ def live_with_source_prefix(conn: apsw.Connection, prefix: str) -> list[Memory]:
     return [_row_to_memory(r) for r in rows]
 
 
-def entity_members(
-    conn: apsw.Connection, ids: Sequence[str]
-) -> list[tuple[str, str, str, str, str]]:
-    """(entity id, kind, name, namespace, memory id) for every entity of the given rows,
+def entity_members(conn: apsw.Connection, ids: Sequence[str]) -> list[tuple]:
+    """(entity id, kind, name, namespace, memory id, rid) for every entity of the given rows,
     joined to every LIVE row of the same namespace linked to that entity (summaries excluded):
     a topic's members reach beyond the working set that touched it."""
-    if not ids:
-        return []
+    found: dict[tuple[str, ...], None] = {}
+    for chunk in _chunks(ids):
+        for row in _entity_members(conn, chunk):
+            found.setdefault(row)
+    return sorted(found, key=lambda r: (r[0], r[5]))
+
+
+def _entity_members(conn: apsw.Connection, ids: Sequence[str]) -> list[tuple]:
     marks = ",".join("?" * len(ids))
     rows = conn.execute(
-        "SELECT DISTINCT e.id, e.kind, e.name, m.namespace, m.id FROM memory_entity touched "
+        "SELECT DISTINCT e.id, e.kind, e.name, m.namespace, m.id, m.rid FROM memory_entity touched "
         "JOIN memory t ON t.id = touched.memory_id "
         "JOIN entity e ON e.id = touched.entity_id "
         "JOIN memory_entity me ON me.entity_id = e.id "
         "JOIN memory m ON m.id = me.memory_id AND m.superseded_at IS NULL "
         "AND m.namespace = t.namespace AND (m.source_ref IS NULL OR m.source_ref NOT LIKE ?) "
-        f"WHERE touched.memory_id IN ({marks}) ORDER BY e.id, m.rid",
+        f"WHERE touched.memory_id IN ({marks})",
         (ORGANIZE_SOURCE_PREFIX + "%", *ids),
     )
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [tuple(r) for r in rows]
 
 
 def live_count(conn: apsw.Connection) -> int:

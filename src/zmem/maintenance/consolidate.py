@@ -275,7 +275,8 @@ def consolidate_rows(
     """Plan and (unless a dry run) apply the clusters of `rows`: the step consolidate runs per
     namespace and organize runs on its working set."""
     ids = [r.memory.id for r in rows]
-    contradicting = db.contradicting_pairs(conn, ids) if len(ids) <= 20000 else set()
+    with read_snapshot(conn):
+        contradicting = db.contradicting_pairs(conn, ids)
     judge = Judge.from_setting(settings.nli_cmd)
     clusters = plan_clusters(
         rows, settings, vectors, report.threshold, contradicting, judge, merge_contested

@@ -151,7 +151,7 @@ def _topic_summaries(conn: apsw.Connection, ids: Sequence[str]) -> list[Summary]
     injection risks are counted but never quoted."""
     members: dict[tuple[str, str], list[str]] = defaultdict(list)
     names: dict[str, tuple[str, str]] = {}
-    for entity_id, kind, name, namespace, memory_id in db.entity_members(conn, ids):
+    for entity_id, kind, name, namespace, memory_id, _ in db.entity_members(conn, ids):
         members[(namespace, entity_id)].append(memory_id)
         names[entity_id] = (kind, name)
     out = []
