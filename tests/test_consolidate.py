@@ -42,9 +42,7 @@ def _live(store_path: Path) -> list[tuple[str, str]]:
     conn = apsw.Connection(str(store_path))
     try:
         return list(
-            conn.execute(
-                "SELECT id, content FROM memory WHERE superseded_at IS NULL ORDER BY rid"
-            )
+            conn.execute("SELECT id, content FROM memory WHERE superseded_at IS NULL ORDER BY rid")
         )
     finally:
         conn.close()
@@ -69,6 +67,9 @@ def test_near_duplicates_merge_with_history_kept(store, store_path, run_cli):
     assert merged["content"] == f"{BASE}\n{PLUS_A}\n{PLUS_B}"
     assert merged["merged_from"] == [a, b] and merged["update_of"] == keeper
     assert merged["confidence"] == 0.9 and merged["signal"] == "test"
+    # Recency is the knowledge's, not the merge's: the newest member's time.
+    newest = json.loads(run_cli("get", "--id", b).stdout)["valid_from"]
+    assert merged["refreshed_at"] == newest < merged["valid_from"]
     for old in (keeper, a, b):
         row = json.loads(run_cli("get", "--id", old).stdout)
         assert row["superseded_at"] and row["supersede_reason"].endswith(f"into {new_id}")
@@ -110,6 +111,22 @@ def test_rows_differing_in_a_number_or_in_polarity_survive(store, store_path, ru
     actions = {m["id"]: m["action"] for m in cluster["members"]}
     assert actions[deny] == "parked" and actions[agree] == "absorb"
     assert "contested" in cluster["reason"] and report["parked"] == 1
+
+
+def test_rows_parked_by_a_keeper_that_disagrees_still_merge_with_each_other(store, store_path,
+                                                                          run_cli):  # fmt: skip
+    # The "never" row is the most used, so it is the keeper; the two "always" rows disagree
+    # with it, are parked, and then merge with each other.
+    rule = "squash commits before merging release branches into main after review passes in ci"
+    deny = add_row(store, f"Never {rule}").id
+    keep = add_row(store, f"Always {rule} upstream").id
+    agree = add_row(store, f"Always {rule} today").id
+    store.surface([deny])
+    report = _json(run_cli, "consolidate", "--force")
+    assert [c["keeper"] for c in report["clusters"]] == [deny, keep]
+    assert report["clusters"][0]["decision"] == "parked" and report["merged"] == 1
+    live = {i for i, _ in _live(store_path)}
+    assert deny in live and keep not in live and agree not in live
 
 
 def test_subsumed_text_is_not_repeated_and_the_keeper_keeps_its_id(store, run_cli):
@@ -341,9 +358,7 @@ def test_the_judge_clears_a_polarity_flag_only_with_entailment(
 
 
 @pytest.mark.parametrize("body", ["sys.exit(3)", "print('')", "import time; time.sleep(60)"])
-def test_a_failing_judge_parks_and_says_so(
-    store, store_path, run_cli, monkeypatch, tmp_path, body
-):
+def test_a_failing_judge_parks_and_says_so(store, store_path, run_cli, monkeypatch, tmp_path, body):
     if "sleep" in body:
         monkeypatch.setattr("zmem.maintenance.nli.TIMEOUT_S", 0.5)
     _polar_pair(store, store_path)

@@ -47,8 +47,9 @@ def _rows(store_path: Path, where: str = "superseded_at IS NULL") -> list[tuple]
 
 def _topics(store, n=3, tool="Docker", ns="project:t"):
     return [
-        add_row(store, f"{tool} note {i}: keep the {word} setting in the {tool} config",
-                namespace=ns).id  # fmt: skip
+        add_row(
+            store, f"{tool} note {i}: keep the {word} setting in the {tool} config", namespace=ns
+        ).id  # fmt: skip
         for i, word in zip(range(n), ["cache", "network", "volume", "memory", "cpu"], strict=False)
     ]
 
@@ -98,9 +99,7 @@ def test_backfill_links_and_entities_for_rows_that_lack_them(store, store_path, 
     assert (again["entity_backfill"], again["link_backfill"]) == (0, 0)
 
 
-def test_grown_keepers_are_compressed_on_whole_sentences(
-    store, store_path, run_cli, monkeypatch
-):
+def test_grown_keepers_are_compressed_on_whole_sentences(store, store_path, run_cli, monkeypatch):
     monkeypatch.setenv("ZMEM_KEEPER_COMPRESS_CHARS", "80")
     # Nine tokens, and the same plus two: Jaccard 9/11, a cluster the write path did not fold.
     first = "Rotate vault token before staging deploys. Use ops runbook daily."

@@ -198,6 +198,12 @@ def test_contraction_negation_counts_as_opposite_polarity(store):
     assert b.result == "stored" and len(b.contradicts) == 1
 
 
+def test_a_second_negation_does_not_cancel_the_first(store):
+    a = add_row(store, "The dev env is wiped nightly and is lost")
+    b = add_row(store, "The dev env is not wiped nightly, nothing is lost")
+    assert b.result == "stored" and b.contradicts == (a.id,)
+
+
 def test_changed_number_is_not_swallowed_by_dedup(store):
     long = (
         "The staging database for the billing service listens on port {} behind the "

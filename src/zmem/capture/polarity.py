@@ -1,5 +1,6 @@
-"""Negation polarity of a sentence, for the dedup guard: "always X" and "never X" look identical to
-a similarity measure but must never merge. Deterministic word lists, no model."""
+"""Negation polarity of a sentence, for the dedup and consolidation guards: "always X" and "never
+X" look identical to a similarity measure but must never merge. Deterministic word lists, no
+model."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from zmem.tokens import NEGATIONS, words
 
 
 def polarity(text: str) -> int:
-    """+1 for an affirmative statement, -1 for a negated one (odd number of negations)."""
-    count = sum(1 for w in words(text) if w in NEGATIONS)
-    return -1 if count % 2 else 1
+    """The number of negation words. Two statements agree in polarity only when their counts
+    are equal. A parity (odd = negated) let a second negation anywhere in the text cancel the
+    first: "dev is not wiped, keep nothing there" read as affirmative and folded into "dev is
+    wiped each night" (found by scripts/eval_maintenance.py's adversarial set)."""
+    return sum(1 for w in words(text) if w in NEGATIONS)

@@ -110,7 +110,7 @@ def write_merge_state(
     trust_score: float,
     merged_from: Sequence[str],
     counters: dict[str, Any],
-    at: str,
+    refreshed_at: str | None,
 ) -> None:
     """A keeper's merged metadata: what the dedup refresh writes, plus provenance and the usage
     counters the absorbed rows brought with them."""
@@ -132,7 +132,7 @@ def write_merge_state(
             counters["last_surfaced"],
             counters["applied_count"],
             counters["violated_count"],
-            at,
+            refreshed_at,
             memory_id,
         ),
     )

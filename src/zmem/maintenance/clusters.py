@@ -201,8 +201,6 @@ def plan_clusters(
             near = [j for j in near if numbers[j] == numbers[i]]
             if not near:
                 continue
-            taken.add(i)
-            taken.update(near)
             cluster = Cluster(
                 namespace, type_, r.memory.id,
                 [Member(r.memory.id, 1.0, "keeper")]
@@ -212,6 +210,11 @@ def plan_clusters(
             _guard(cluster, members, contradicting, judge, merge_contested)
             _compose(cluster, members)
             clusters.append(cluster)
+            # A parked member stays free: it may still merge with rows that agree with it (a
+            # polarity variant that won the keeper rule would otherwise strand its opposites).
+            taken.add(i)
+            taken.update(j for j, m in zip(near, cluster.members[1:], strict=True)
+                         if m.action != "parked")  # fmt: skip
     return clusters
 
 

@@ -116,7 +116,9 @@ def _latest(*values: str | None) -> str | None:
 def merged_state(keeper: Memory, absorbed: Sequence[tuple[Memory, str]]) -> dict[str, Any]:
     """Metadata of the merged row. Taint is the worst of the members (a merge never downgrades
     a riskier member), trust the lowest, confidence the highest with its signal; usage counters
-    add up; provenance is a de-duplicated first-seen list, :truncated marking a dropped text."""
+    add up; provenance is a de-duplicated first-seen list, :truncated marking a dropped text.
+    Freshness (refreshed_at, what recency scores) is the newest member's, not the merge's: a
+    merge is not new evidence, and a fresh stamp lifted merged rows above better matches."""
     rows = [keeper, *(m for m, _ in absorbed)]
     best = max(rows, key=lambda m: (m.confidence, m is keeper))
     merged_from: dict[str, None] = dict.fromkeys(keeper.merged_from)
@@ -130,6 +132,7 @@ def merged_state(keeper: Memory, absorbed: Sequence[tuple[Memory, str]]) -> dict
         "signal": best.signal,
         "trust_score": clamp_trust(min(m.trust_score for m in rows)),
         "merged_from": list(merged_from),
+        "refreshed_at": max(m.refreshed_at or m.valid_from for m in rows),
         "counters": {
             "retrieval_count": sum(m.retrieval_count for m in rows),
             "last_retrieved": _latest(*(m.last_retrieved for m in rows)),
@@ -175,7 +178,7 @@ def replace_row(
             embedding_model=vector[1] if vector else None,
         ),
     )
-    db.write_merge_state(conn, new_id, at=at, **state)
+    db.write_merge_state(conn, new_id, **state)
     if not memories.tombstone(conn, old.id, at, f"{reason} into {new_id}"):
         raise StoreBusy(f"{old.id} was tombstoned by another session")
     graph.insert_link(conn, new_id, old.id, "updates", None, at)
@@ -204,7 +207,7 @@ def apply_cluster(
         )  # fmt: skip
     else:
         target = keeper.id
-        db.write_merge_state(conn, target, at=at, **state)
+        db.write_merge_state(conn, target, **state)
         db.carry_links(conn, [m.id for m, _ in absorbed], target)
         if state["tags"] != keeper.tags:
             graph.unlink_memory_entities(conn, target)

@@ -114,6 +114,7 @@ def _state_of(m: Memory) -> dict[str, Any]:
         "signal": m.signal,
         "trust_score": m.trust_score,
         "merged_from": list(m.merged_from),
+        "refreshed_at": m.refreshed_at or m.valid_from,
         "counters": {
             "retrieval_count": m.retrieval_count,
             "last_retrieved": m.last_retrieved,
