@@ -278,11 +278,17 @@ def organize(obj, prune, dry_run, force, as_json):
 
     settings = obj.settings()
     with MemoryStore.open(settings=settings, create=False) as store:
+        bar = output.progress_bar("organize") if not dry_run else None
         try:
-            report = store.organize(prune=prune, dry_run=dry_run, force=force).to_dict()
+            report = store.organize(
+                prune=prune, dry_run=dry_run, force=force, progress=bar.update if bar else None
+            ).to_dict()
         except lock.LockHeld:
             _lock_busy("organize", as_json)
             return
+        finally:
+            if bar:
+                bar.close()
     for w in report["warnings"]:
         output.notice(w)
     if as_json:

@@ -410,6 +410,7 @@ def organize(
     prune_rows: bool = False,
     dry_run: bool = False,
     force: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> OrganizeReport:
     """The organize command (and the SessionStart upkeep's job). StoreBusy when another
     consolidate or organize holds the shared lock."""
@@ -440,7 +441,9 @@ def organize(
             sub.live_before = report.live_before
         sub.examined = len(rows)
         sub.namespaces = sorted({r.memory.namespace for r in rows})
-        consolidate_rows(conn, settings, vectors, rows, sub, merge_contested=False)
+        consolidate_rows(
+            conn, settings, vectors, rows, sub, merge_contested=False, progress=progress
+        )
         report.consolidate = sub
         report.warnings += sub.warnings
         run.compress_grown(sub)

@@ -315,14 +315,19 @@ class MemoryStore:
         )  # fmt: skip
 
     def organize(
-        self, *, prune: bool = False, dry_run: bool = False, force: bool = False
+        self,
+        *,
+        prune: bool = False,
+        dry_run: bool = False,
+        force: bool = False,
+        progress: Callable[[int, int], None] | None = None,
     ) -> OrganizeReport:
         """The sleep-time organization job (see maintenance.organize)."""
         from zmem.maintenance import organize
 
         return organize.organize(
             self._conn, self.settings, self.vectors, prune_rows=prune, dry_run=dry_run,
-            force=force,
+            force=force, progress=progress,
         )  # fmt: skip
 
     # ---- reads by relevance (the Reader; options: RecallRequest's fields) --------------------
