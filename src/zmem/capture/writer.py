@@ -282,6 +282,29 @@ def link_neighbours(
     return related, contested
 
 
+def new_memory(
+    row: Prepared, new_id: str, norm: str, at: str, vector: Vector, update_of: str | None
+) -> memories.NewMemory:
+    """The row to insert for a prepared write (also organize's summaries, which skip dedup)."""
+    return memories.NewMemory(
+        id=new_id,
+        content=row.content,
+        content_norm=norm,
+        type=row.type,
+        tags=row.tags,
+        namespace=row.namespace,
+        signal=row.signal,
+        confidence=row.confidence,
+        taint=row.taint,
+        source_ref=row.source_ref,
+        source_hash=row.source_hash,
+        created_at=at,
+        update_of=update_of,
+        embedding=vector[0] if vector else None,
+        embedding_model=vector[1] if vector else None,
+    )
+
+
 def write(
     conn: apsw.Connection,
     row: Prepared,
@@ -313,27 +336,7 @@ def write(
         return WriteResult(twin.id, "deduped", False, row.warnings, replaced=update_of)
 
     new_id = str(uuid.uuid4())
-    memories.insert(
-        conn,
-        memories.NewMemory(
-            id=new_id,
-            content=row.content,
-            content_norm=norm,
-            type=row.type,
-            tags=row.tags,
-            namespace=row.namespace,
-            signal=row.signal,
-            confidence=row.confidence,
-            taint=row.taint,
-            source_ref=row.source_ref,
-            source_hash=row.source_hash,
-            created_at=at,
-            update_of=update_of,
-            embedding=vector[0] if vector else None,
-            embedding_model=vector[1] if vector else None,
-        ),
-        saturated=saturated,
-    )
+    memories.insert(conn, new_memory(row, new_id, norm, at, vector, update_of), saturated=saturated)
     if update_of is not None:
         graph.insert_link(conn, new_id, update_of, "updates", None, at)
 

@@ -182,12 +182,35 @@ def sweep(obj, marker_dirs, max_age_days, dry_run, as_json):
         )
 
 
-def _lock_busy(what: str, as_json: bool) -> None:
-    # The single-flight loser: a clean skip, exit 0 (several sessions may start together).
+def _run_job(what: str, start, summary, dry_run: bool, as_json: bool) -> dict | None:
+    """Run consolidate or organize (`start(progress)`) with a progress bar and print what only
+    this front end prints: the lock loser's clean skip (exit 0), the judge's diagnostics, the
+    --json document, the gate's one line. Returns the report when the caller prints more."""
+    from zmem.maintenance.consolidate import LockHeld
+
+    bar = output.progress_bar(what) if not dry_run else None
+    try:
+        report = start(bar.update if bar else None).to_dict()
+    except LockHeld:
+        # The single-flight loser: several sessions may start together.
+        if as_json:
+            output.emit_json({"error": f"{what} lock busy", "skipped": "lock busy"})
+        else:
+            output.notice(f"{what}: - skipped (another consolidate or organize is running)")
+        return None
+    finally:
+        if bar:
+            bar.close()
+    for w in report["warnings"]:
+        output.notice(w)
     if as_json:
-        output.emit_json({"error": f"{what} lock busy", "skipped": "lock busy"})
-    else:
-        output.notice(f"{what}: - skipped (another consolidate or organize is running)")
+        output.emit_json(report)
+        return None
+    if report["skipped"]:
+        line = summary(report).removeprefix("[zmem] ")
+        output.notice(line.replace("skipped", "would skip", 1) if dry_run else line)
+        return None
+    return report
 
 
 @cli.command()
@@ -227,28 +250,15 @@ def consolidate(obj, threshold, prune, dry_run, namespace, force, merge_conteste
 
     settings = obj.settings()
     with MemoryStore.open(settings=settings, create=False) as store:
-        bar = output.progress_bar("consolidate") if not dry_run else None
-        try:
-            report = store.consolidate(
+        report = _run_job(
+            "consolidate",
+            lambda progress: store.consolidate(
                 threshold=threshold, prune=prune, dry_run=dry_run, namespace=namespace,
-                force=force, merge_contested=merge_contested,
-                progress=bar.update if bar else None,
-            ).to_dict()  # fmt: skip
-        except job.LockHeld:
-            _lock_busy("consolidate", as_json)
-            return
-        finally:
-            if bar:
-                bar.close()
-    for w in report["warnings"]:
-        output.notice(w)
-    if as_json:
-        output.emit_json(report)
-        return
-    if report["skipped"]:
-        line = job.summary_line(report)
-        output.notice(line.replace("[zmem] ", "").replace("skipped", "would skip") if dry_run
-                      else line.replace("[zmem] ", ""))  # fmt: skip
+                force=force, merge_contested=merge_contested, progress=progress,
+            ),
+            job.summary_line, dry_run, as_json,
+        )  # fmt: skip
+    if report is None:
         return
     if dry_run:
         for line in job.cluster_lines(report):
@@ -273,28 +283,16 @@ def organize(obj, prune, dry_run, force, as_json):
     with ZMEM_ORGANIZE_IDLE_HOURS set it waits until the store has been idle that long. The
     SessionStart upkeep runs it in the background when due.
     """
-    from zmem.maintenance import consolidate as lock
     from zmem.maintenance import organize as job
 
     settings = obj.settings()
     with MemoryStore.open(settings=settings, create=False) as store:
-        bar = output.progress_bar("organize") if not dry_run else None
-        try:
-            report = store.organize(
-                prune=prune, dry_run=dry_run, force=force, progress=bar.update if bar else None
-            ).to_dict()
-        except lock.LockHeld:
-            _lock_busy("organize", as_json)
-            return
-        finally:
-            if bar:
-                bar.close()
-    for w in report["warnings"]:
-        output.notice(w)
-    if as_json:
-        output.emit_json(report)
-    elif report["skipped"]:
-        line = job.summary_line(report).replace("[zmem] ", "")
-        output.notice(line.replace("skipped", "would skip") if dry_run else line)
-    else:
+        report = _run_job(
+            "organize",
+            lambda progress: store.organize(
+                prune=prune, dry_run=dry_run, force=force, progress=progress
+            ),
+            job.summary_line, dry_run, as_json,
+        )  # fmt: skip
+    if report is not None:
         output.emit(job.summary_line(report))

@@ -226,26 +226,9 @@ def _write_summary(conn: apsw.Connection, summary: Summary, vector: writer.Vecto
     new_id = str(uuid.uuid4())
     if existing is not None:
         memories.tombstone(conn, existing.id, at, f"organize: summary refreshed into {new_id}")
-    memories.insert(
-        conn,
-        memories.NewMemory(
-            id=new_id,
-            content=row.content,
-            content_norm=similarity_norm(row.content),
-            type=row.type,
-            tags=row.tags,
-            namespace=row.namespace,
-            signal=row.signal,
-            confidence=row.confidence,
-            taint=row.taint,
-            source_ref=row.source_ref,
-            source_hash=row.source_hash,
-            created_at=at,
-            update_of=existing.id if existing else None,
-            embedding=vector[0] if vector else None,
-            embedding_model=vector[1] if vector else None,
-        ),
-    )
+    update_of = existing.id if existing else None
+    norm = similarity_norm(row.content)
+    memories.insert(conn, writer.new_memory(row, new_id, norm, at, vector, update_of))
     if existing is not None:
         graph.insert_link(conn, new_id, existing.id, "updates", None, at)
     writer.link_entities(conn, new_id, row.content, row.tags, at)
