@@ -14,7 +14,6 @@ from typing import Any
 from zmem import config
 from zmem.errors import StoreBusy, ZMemError
 from zmem.maintenance import backup, sweep
-from zmem.maintenance.consolidate import LockHeld
 
 SWEEP_MARKER = "sweep.last"
 SWEEP_EVERY_S = 86400.0
@@ -66,6 +65,10 @@ def run(
     and nothing raises: this runs detached, where nobody would see an exception. `organize`
     runs the organize job on the store (the front end opens it) and returns its report; it
     runs after the backup, so the snapshot holds the store as it was before."""
+    # Imported here: the session-start hook imports this module for due(), and consolidate's
+    # modules are ~6 ms it would load for nothing.
+    from zmem.maintenance.consolidate import LockHeld
+
     result = TaskResult()
     with contextlib.ExitStack() as stack:
         try:
