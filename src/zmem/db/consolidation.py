@@ -255,30 +255,43 @@ def live_with_source_prefix(conn: apsw.Connection, prefix: str) -> list[Memory]:
     return [_row_to_memory(r) for r in rows]
 
 
-def entity_members(conn: apsw.Connection, ids: Sequence[str]) -> list[tuple]:
-    """(entity id, kind, name, namespace, memory id, rid) for every entity of the given rows,
-    joined to every LIVE row of the same namespace linked to that entity (summaries excluded):
-    a topic's members reach beyond the working set that touched it."""
-    found: dict[tuple[str, ...], None] = {}
+def touched_topics(conn: apsw.Connection, ids: Sequence[str]) -> list[tuple[str, str, str, str]]:
+    """(entity id, kind, name, namespace) of every entity linked to one of `ids`, with the
+    namespace of the row that links it, distinct, in entity order."""
+    found: set[tuple[str, str, str, str]] = set()
     for chunk in _chunks(ids):
-        for row in _entity_members(conn, chunk):
-            found.setdefault(row)
-    return sorted(found, key=lambda r: (r[0], r[5]))
+        marks = ",".join("?" * len(chunk))
+        found |= {
+            tuple(r)  # type: ignore[misc]
+            for r in conn.execute(
+                "SELECT DISTINCT e.id, e.kind, e.name, t.namespace FROM memory_entity me "
+                "JOIN memory t ON t.id = me.memory_id JOIN entity e ON e.id = me.entity_id "
+                f"WHERE me.memory_id IN ({marks})",
+                chunk,
+            )
+        }
+    return sorted(found)
 
 
-def _entity_members(conn: apsw.Connection, ids: Sequence[str]) -> list[tuple]:
-    marks = ",".join("?" * len(ids))
-    rows = conn.execute(
-        "SELECT DISTINCT e.id, e.kind, e.name, m.namespace, m.id, m.rid FROM memory_entity touched "
-        "JOIN memory t ON t.id = touched.memory_id "
-        "JOIN entity e ON e.id = touched.entity_id "
-        "JOIN memory_entity me ON me.entity_id = e.id "
-        "JOIN memory m ON m.id = me.memory_id AND m.superseded_at IS NULL "
-        "AND m.namespace = t.namespace AND (m.source_ref IS NULL OR m.source_ref NOT LIKE ?) "
-        f"WHERE touched.memory_id IN ({marks})",
-        (ORGANIZE_SOURCE_PREFIX + "%", *ids),
+def topic_members(
+    conn: apsw.Connection, entity_id: str, namespace: str, limit: int
+) -> tuple[int, list[Memory]]:
+    """How many live rows of `namespace` (summaries excluded) link to the entity, and the
+    `limit` most confident of them, newest first among equals."""
+    where = (
+        "FROM memory_entity me JOIN memory m ON m.id = me.memory_id "
+        "WHERE me.entity_id = ? AND m.namespace = ? AND m.superseded_at IS NULL "
+        "AND (m.source_ref IS NULL OR m.source_ref NOT LIKE ?)"
     )
-    return [tuple(r) for r in rows]
+    params = (entity_id, namespace, ORGANIZE_SOURCE_PREFIX + "%")
+    count = conn.execute(f"SELECT count(*) {where}", params).fetchone()[0]
+    columns = ", ".join("m." + c.strip() for c in _COLUMNS.split(",")[:-1])
+    rows = conn.execute(
+        f"SELECT {columns}, m.embedding IS NOT NULL {where} "
+        "ORDER BY m.confidence DESC, m.rid DESC LIMIT ?",
+        (*params, limit),
+    )
+    return count, [_row_to_memory(r) for r in rows]
 
 
 def live_count(conn: apsw.Connection) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -150,24 +149,15 @@ def _topic_summaries(conn: apsw.Connection, ids: Sequence[str]) -> list[Summary]
     """One summary per (namespace, entity) the working set touches with at least
     TOPIC_MIN_MEMBERS live rows: the first sentences of its most confident rows. Rows flagged as
     injection risks are counted but never quoted."""
-    members: dict[tuple[str, str], list[str]] = defaultdict(list)
-    names: dict[str, tuple[str, str]] = {}
-    for entity_id, kind, name, namespace, memory_id, _ in db.entity_members(conn, ids):
-        members[(namespace, entity_id)].append(memory_id)
-        names[entity_id] = (kind, name)
     out = []
-    for (namespace, entity_id), member_ids in sorted(members.items()):
-        if len(member_ids) < TOPIC_MIN_MEMBERS:
+    for entity_id, kind, name, namespace in db.touched_topics(conn, ids):
+        count, rows = db.topic_members(conn, entity_id, namespace, TOPIC_SENTENCES * 4)
+        if count < TOPIC_MIN_MEMBERS:
             continue
-        rows = memories.get_many(conn, member_ids)
-        quoted = sorted(
-            (m for m in rows if INJECTION_TAG not in m.tags),
-            key=lambda m: (-m.confidence, -m.rowid),
-        )[:TOPIC_SENTENCES]
+        quoted = [m for m in rows if INJECTION_TAG not in m.tags][:TOPIC_SENTENCES]
         if not quoted:
             continue
-        kind, name = names[entity_id]
-        lines = [f"Topic: {name} ({len(rows)} memories in {namespace}, {kind})"]
+        lines = [f"Topic: {name} ({count} memories in {namespace}, {kind})"]
         lines += [f"- {first_sentence(m.content)}" for m in quoted]
         out.append(
             Summary(
