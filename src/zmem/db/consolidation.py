@@ -237,15 +237,6 @@ def without_links(conn: apsw.Connection, ids: Sequence[str]) -> list[str]:
     return [i for i in ids if i not in have]
 
 
-def live_by_source_ref(conn: apsw.Connection, source_ref: str) -> Memory | None:
-    row = conn.execute(
-        f"SELECT {_COLUMNS} FROM memory WHERE source_ref = ? AND superseded_at IS NULL "
-        "ORDER BY rid DESC LIMIT 1",
-        (source_ref,),
-    ).fetchone()
-    return _row_to_memory(row) if row else None
-
-
 def live_with_source_prefix(conn: apsw.Connection, prefix: str) -> list[Memory]:
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM memory WHERE superseded_at IS NULL AND source_ref LIKE ? "
@@ -280,7 +271,9 @@ def topic_members(
     `limit` most confident of them, newest first among equals."""
     where = (
         "FROM memory_entity me JOIN memory m ON m.id = me.memory_id "
-        "WHERE me.entity_id = ? AND m.namespace = ? AND m.superseded_at IS NULL "
+        # "+m.namespace": not the namespace index, which walked the whole namespace per topic
+        # (24 ms at 100k rows); by entity it is the entity's members only.
+        "WHERE me.entity_id = ? AND +m.namespace = ? AND m.superseded_at IS NULL "
         "AND (m.source_ref IS NULL OR m.source_ref NOT LIKE ?)"
     )
     params = (entity_id, namespace, ORGANIZE_SOURCE_PREFIX + "%")

@@ -42,6 +42,7 @@ TOPIC_SENTENCES = 6  # first sentences a topic summary quotes
 OVERVIEW_MIN_TOPICS = 2
 TOPIC_TAG = "organize-topic"
 BACKFILL_PER_TXN = 32
+SUMMARIES_PER_TXN = 16
 _TOPIC_HEAD = re.compile(r"^Topic: (.+) \((\d+) memories in ")
 
 
@@ -170,16 +171,24 @@ def _topic_summaries(conn: apsw.Connection, ids: Sequence[str]) -> list[Summary]
     return out
 
 
-def _overviews(conn: apsw.Connection, namespaces: Sequence[str]) -> list[Summary]:
+def _live_summaries(conn: apsw.Connection) -> dict[str, Memory]:
+    """Every live summary row by source ref: one scan (source_ref has no index, and organize
+    never changes the schema), instead of one per summary."""
+    return {
+        m.source_ref or "": m for m in db.live_with_source_prefix(conn, db.ORGANIZE_SOURCE_PREFIX)
+    }
+
+
+def _overviews(live: dict[str, Memory], namespaces: Sequence[str]) -> list[Summary]:
     """The level above the topics: per namespace, its live topic summaries by size."""
     out = []
     for namespace in sorted(set(namespaces)):
         prefix = f"{db.ORGANIZE_SOURCE_PREFIX}topic:{_namespace_key(namespace)}:"
         topics = []
         taints = []
-        for m in db.live_with_source_prefix(conn, prefix):
+        for ref, m in sorted(live.items()):
             head = _TOPIC_HEAD.match(m.content)
-            if head and m.namespace == namespace:
+            if ref.startswith(prefix) and head and m.namespace == namespace:
                 topics.append((-int(head.group(2)), head.group(1)))
                 taints.append(m.taint)
         if len(topics) < OVERVIEW_MIN_TOPICS:
@@ -196,10 +205,9 @@ def _overviews(conn: apsw.Connection, namespaces: Sequence[str]) -> list[Summary
     return out
 
 
-def _write_summary(conn: apsw.Connection, summary: Summary, vector: writer.Vector, at: str) -> bool:
-    """Insert or refresh (append-only) one summary row; False when it is unchanged. Written
-    through the capture policy in auto mode, so redaction runs on the quoted text."""
-    row = policy.prepare(
+def _prepared(summary: Summary) -> policy.Prepared:
+    # Through the capture policy in auto mode, so redaction runs on the quoted text.
+    return policy.prepare(
         summary.content,
         namespace=summary.namespace,
         type="fact",
@@ -210,9 +218,19 @@ def _write_summary(conn: apsw.Connection, summary: Summary, vector: writer.Vecto
         confidence=None,
         capture_mode="auto",
     )
-    existing = db.live_by_source_ref(conn, row.source_ref or summary.source_ref)
-    if existing is not None and existing.content == row.content:
-        return False
+
+
+def _write_summary(
+    conn: apsw.Connection,
+    row: policy.Prepared,
+    existing_id: str | None,
+    vector: writer.Vector,
+    at: str,
+) -> None:
+    """Insert one summary row, refreshing (append-only) the live one it replaces."""
+    existing = memories.get(conn, existing_id) if existing_id else None
+    if existing is not None and not existing.live:
+        existing = None  # someone retired it by hand: the new one starts a fresh lineage
     new_id = str(uuid.uuid4())
     if existing is not None:
         memories.tombstone(conn, existing.id, at, f"organize: summary refreshed into {new_id}")
@@ -222,16 +240,20 @@ def _write_summary(conn: apsw.Connection, summary: Summary, vector: writer.Vecto
     if existing is not None:
         graph.insert_link(conn, new_id, existing.id, "updates", None, at)
     writer.link_entities(conn, new_id, row.content, row.tags, at)
-    return True
 
 
-def _summaries_changed(conn: apsw.Connection, summaries: Sequence[Summary]) -> list[Summary]:
-    changed = []
+def _changed(
+    summaries: Sequence[Summary], live: dict[str, Memory]
+) -> list[tuple[policy.Prepared, str | None]]:
+    """The summaries whose text differs from their live row's (or that have none), prepared,
+    with the id of the row each replaces."""
+    out = []
     for s in summaries:
-        existing = db.live_by_source_ref(conn, s.source_ref)
-        if existing is None or existing.content != s.content:
-            changed.append(s)
-    return changed
+        row = _prepared(s)
+        existing = live.get(row.source_ref or s.source_ref)
+        if existing is None or existing.content != row.content:
+            out.append((row, existing.id if existing else None))
+    return out
 
 
 class _Run:
@@ -339,27 +361,29 @@ class _Run:
         """Step 8: topic summaries, then the per-namespace overviews above them."""
         with read_snapshot(self.conn):
             topics = _topic_summaries(self.conn, ids)
+            live = _live_summaries(self.conn)
         self.report.topics = len(topics)
         namespaces = [t.namespace for t in topics]
         if self.report.dry_run:
-            with read_snapshot(self.conn):
-                self.report.summaries = len(_summaries_changed(self.conn, topics))
+            self.report.summaries = len(_changed(topics, live))
             return
-        self._write(topics)
+        self._write(_changed(topics, live))
         with read_snapshot(self.conn):
-            overviews = _overviews(self.conn, namespaces)
-        self._write(overviews)
+            live = _live_summaries(self.conn)
+        self._write(_changed(_overviews(live, namespaces), live))
 
-    def _write(self, summaries: Sequence[Summary]) -> None:
-        with read_snapshot(self.conn):
-            todo = _summaries_changed(self.conn, summaries)
-        for s in todo:
-            vector = self.vectors.embed(s.content)
+    def _write(self, todo: Sequence[tuple[policy.Prepared, str | None]]) -> None:
+        for start in range(0, len(todo), SUMMARIES_PER_TXN):
+            batch = todo[start : start + SUMMARIES_PER_TXN]
+            planned = self.vectors.embed_many([row.content for row, _ in batch])
 
-            def apply(conn: apsw.Connection, s=s, vector=vector) -> bool:
-                return _write_summary(conn, s, self.vectors.for_write(vector), config.now_iso())
+            def apply(conn: apsw.Connection, batch=batch, planned=planned) -> None:
+                at = config.now_iso()
+                for (row, existing), vector in zip(batch, planned, strict=True):
+                    _write_summary(conn, row, existing, self.vectors.for_write(vector), at)
 
-            self.report.summaries += bool(self.commit(apply))
+            self.commit(apply)
+            self.report.summaries += len(batch)
 
 
 def _idle_gate(conn: apsw.Connection, settings: Settings) -> str | None:
