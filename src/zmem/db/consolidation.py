@@ -246,22 +246,23 @@ def live_with_source_prefix(conn: apsw.Connection, prefix: str) -> list[Memory]:
     return [_row_to_memory(r) for r in rows]
 
 
-def touched_topics(conn: apsw.Connection, ids: Sequence[str]) -> list[tuple[str, str, str, str]]:
-    """(entity id, kind, name, namespace) of every entity linked to one of `ids`, with the
-    namespace of the row that links it, distinct, in entity order."""
-    found: set[tuple[str, str, str, str]] = set()
+def touched_topics(
+    conn: apsw.Connection, ids: Sequence[str]
+) -> list[tuple[str, str, str, str, int]]:
+    """(entity id, kind, name, namespace, how many of `ids` link to it) for every entity
+    linked to one of `ids`, by the namespace of the rows that link it, in entity order."""
+    found: dict[tuple[str, str, str, str], int] = {}
     for chunk in _chunks(ids):
         marks = ",".join("?" * len(chunk))
-        found |= {
-            tuple(r)  # type: ignore[misc]
-            for r in conn.execute(
-                "SELECT DISTINCT e.id, e.kind, e.name, t.namespace FROM memory_entity me "
-                "JOIN memory t ON t.id = me.memory_id JOIN entity e ON e.id = me.entity_id "
-                f"WHERE me.memory_id IN ({marks})",
-                chunk,
-            )
-        }
-    return sorted(found)
+        for eid, kind, name, namespace, n in conn.execute(
+            "SELECT e.id, e.kind, e.name, t.namespace, count(*) FROM memory_entity me "
+            "JOIN memory t ON t.id = me.memory_id JOIN entity e ON e.id = me.entity_id "
+            f"WHERE me.memory_id IN ({marks}) GROUP BY e.id, t.namespace",
+            chunk,
+        ):
+            key = (eid, kind, name, namespace)
+            found[key] = found.get(key, 0) + n
+    return [(*key, n) for key, n in sorted(found.items())]
 
 
 def topic_members(

@@ -54,18 +54,6 @@ class _LazyMiniLM:
             return None
         return vector.astype("<f4").tobytes(), embedder.model_name
 
-    def many(self, texts: list[str]) -> list[tuple[bytes, str] | None]:
-        """Several texts in one model call (a bulk job's ~3x over one call per text)."""
-        embedder = self._embedder or self._load()
-        if embedder is None or not texts:
-            return [None] * len(texts)
-        try:
-            vectors = embedder.embed(texts)
-        except Exception as exc:  # fail-open, as above
-            self.error = f"minilm embedding failed: {exc}"
-            return [None] * len(texts)
-        return [(v.astype("<f4").tobytes(), embedder.model_name) for v in vectors]
-
     def _load(self):
         with self._lock:
             if self._embedder is None and not self._failed:

@@ -43,7 +43,6 @@ DEFAULT_THRESHOLD = 0.80
 # a default recall anyway; "old" is older than ZMEM_UNRECALLED_DAYS.
 PRUNE_MAX_CONFIDENCE = 0.25
 CLUSTERS_PER_TXN = 8
-EMBED_BATCH = 64  # a multiple of CLUSTERS_PER_TXN
 PRUNE_PER_TXN = 256
 
 
@@ -295,18 +294,12 @@ def consolidate_rows(
         report.merged += len(todo)
         report.absorbed += sum(len(c.absorbing) for c in todo)
         return
-    embedded: dict[int, writer.Vector] = {}
     for start in range(0, len(todo), CLUSTERS_PER_TXN):
         batch = todo[start : start + CLUSTERS_PER_TXN]
-        if start % EMBED_BATCH == 0:
-            # The model runs before the transactions, never under the write lock, and on
-            # EMBED_BATCH texts at a time (one call per text was 85 % of a MiniLM run).
-            ahead = [c for c in todo[start : start + EMBED_BATCH] if c.grows]
-            embedded = dict(
-                zip((id(c) for c in ahead), vectors.embed_many([c.content for c in ahead]),
-                    strict=True)
-            )  # fmt: skip
-        planned = [embedded.get(id(c)) for c in batch]
+        # The model runs before the transaction: a write lock is never held across it. One
+        # call per text: merged texts run to the model's 256 tokens, where a batch of them was
+        # ~20 % slower per text than single calls on this class of machine (docs/decisions.md).
+        planned = [vectors.embed(c.content) if c.grows else None for c in batch]
 
         def apply(conn: apsw.Connection, batch=batch, planned=planned) -> None:
             at = config.now_iso()

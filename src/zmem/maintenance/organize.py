@@ -37,7 +37,7 @@ from zmem.maintenance.consolidate import (
 from zmem.models import INJECTION_TAG, Memory, worst_taint
 from zmem.tokens import similarity_norm, words
 
-TOPIC_MIN_MEMBERS = 3  # an entity with fewer live rows in a namespace is not a topic
+TOPIC_MIN_MEMBERS = 3  # an entity with fewer rows in the working set is not a topic
 TOPIC_SENTENCES = 6  # first sentences a topic summary quotes
 OVERVIEW_MIN_TOPICS = 2
 TOPIC_TAG = "organize-topic"
@@ -147,11 +147,14 @@ class Summary:
 
 
 def _topic_summaries(conn: apsw.Connection, ids: Sequence[str]) -> list[Summary]:
-    """One summary per (namespace, entity) the working set touches with at least
-    TOPIC_MIN_MEMBERS live rows: the first sentences of its most confident rows. Rows flagged as
-    injection risks are counted but never quoted."""
+    """One summary per (namespace, entity) with at least TOPIC_MIN_MEMBERS rows in the working
+    set (what the recent work was about; an entity every row mentions once in a while is not
+    a topic of it): the first sentences of its most confident live rows in the namespace. Rows
+    flagged as injection risks are counted but never quoted."""
     out = []
-    for entity_id, kind, name, namespace in db.touched_topics(conn, ids):
+    for entity_id, kind, name, namespace, recent in db.touched_topics(conn, ids):
+        if recent < TOPIC_MIN_MEMBERS:
+            continue
         count, rows = db.topic_members(conn, entity_id, namespace, TOPIC_SENTENCES * 4)
         if count < TOPIC_MIN_MEMBERS:
             continue
@@ -375,7 +378,7 @@ class _Run:
     def _write(self, todo: Sequence[tuple[policy.Prepared, str | None]]) -> None:
         for start in range(0, len(todo), SUMMARIES_PER_TXN):
             batch = todo[start : start + SUMMARIES_PER_TXN]
-            planned = self.vectors.embed_many([row.content for row, _ in batch])
+            planned = [self.vectors.embed(row.content) for row, _ in batch]
 
             def apply(conn: apsw.Connection, batch=batch, planned=planned) -> None:
                 at = config.now_iso()

@@ -56,13 +56,6 @@ class StoreVectors:
         # Called outside the transaction: a model call must never hold the store's write lock.
         return self.embedder(content) if self.embedder is not None else None
 
-    def embed_many(self, texts: list[str]) -> list[writer.Vector]:
-        """embed() for a bulk job: one model call where the profile batches."""
-        if self.embedder is None:
-            return [None] * len(texts)
-        batch = getattr(self.embedder, "many", None)
-        return batch(texts) if batch is not None else [self.embedder(t) for t in texts]
-
     def for_write(self, vector: writer.Vector) -> writer.Vector:
         """Inside a write transaction: the vector to store with the row, creating the index on
         first use. None when this store's vectors are of another size now (another process
