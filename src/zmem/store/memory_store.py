@@ -6,9 +6,9 @@ and its read path (Reader); it never prints: what a person should hear comes bac
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import apsw
 
@@ -40,13 +40,9 @@ from zmem.retrieval.explain import Verdict
 from zmem.retrieval.request import RecallReport, RecallRequest
 from zmem.retrieval.scoring import row_injection_risk
 from zmem.store import failures, files
+from zmem.store.bulk import BulkJobs
 from zmem.store.reads import Reader
 from zmem.store.vectors import StoreVectors
-
-if TYPE_CHECKING:
-    from zmem.maintenance.consolidate import Report as ConsolidateReport
-    from zmem.maintenance.organize import OrganizeReport
-    from zmem.maintenance.reembed import ReembedReport
 
 MIN_ID_PREFIX = 4
 AMBIGUITY_SHOWN = 5  # candidates an ambiguous id prefix lists
@@ -58,7 +54,7 @@ def _require_reason(reason: str | None, what: str) -> str:
     return reason.strip()
 
 
-class MemoryStore:
+class MemoryStore(BulkJobs):
     """A connection to one store file, migrated to the current schema on open."""
 
     def __init__(self, conn: apsw.Connection, settings: Settings, schema_version: int):
@@ -260,75 +256,6 @@ class MemoryStore:
             raise NotFound(f"no memory with id {memory_id}")
         # Write-once: moving valid_until forward would falsify point-in-time history.
         raise Refusal(f"memory {memory_id} is already tombstoned (at {existing.superseded_at})")
-
-    def reembed(
-        self,
-        *,
-        all: bool = False,
-        profile: str | None = None,
-        batch: int = 64,
-        dry_run: bool = False,
-        confirm: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> ReembedReport:
-        """Backfill missing vectors, or (all=True) rebuild every live vector under `profile`,
-        recreating the vector index at its dimension in one transaction."""
-        # Imported here: the job's thread pool and lease code cost every cold hook ~20 ms of
-        # imports it never uses.
-        from zmem.maintenance import reembed
-
-        report = reembed.run(
-            self._conn,
-            self.settings.data_dir,
-            everything=all,
-            profile=profile,
-            active_profile=self.settings.embed_profile,
-            batch=batch,
-            dry_run=dry_run,
-            confirm=confirm,
-            progress=progress,
-        )
-        self.vectors.prepare(check=False)
-        return report
-
-    def consolidate(
-        self,
-        *,
-        threshold: float = 0.80,
-        prune: bool = False,
-        dry_run: bool = False,
-        namespace: str | None = None,
-        force: bool = False,
-        merge_contested: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> ConsolidateReport:
-        """Merge near-duplicate live memories (see maintenance.consolidate). StoreBusy when
-        another consolidate or organize holds the shared lock."""
-        from zmem.maintenance import consolidate
-
-        if not 0.0 < threshold <= 1.0:
-            raise UsageError(f"--threshold {threshold!r} must be above 0 and at most 1")
-        return consolidate.consolidate(
-            self._conn, self.settings, self.vectors, threshold=threshold, prune_rows=prune,
-            dry_run=dry_run, namespace=namespace, force=force,
-            merge_contested=merge_contested, progress=progress,
-        )  # fmt: skip
-
-    def organize(
-        self,
-        *,
-        prune: bool = False,
-        dry_run: bool = False,
-        force: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> OrganizeReport:
-        """The sleep-time organization job (see maintenance.organize)."""
-        from zmem.maintenance import organize
-
-        return organize.organize(
-            self._conn, self.settings, self.vectors, prune_rows=prune, dry_run=dry_run,
-            force=force, progress=progress,
-        )  # fmt: skip
 
     # ---- reads by relevance (the Reader; options: RecallRequest's fields) --------------------
 
