@@ -43,6 +43,9 @@ SYSTEM_TAGS = frozenset({INJECTION_TAG, REDACTED_TAG})
 
 TRUST_CONTRADICTION_DELTA = -0.10
 TRUST_CORROBORATION_DELTA = 0.05
+# The second violation of a lesson (violated_count 1 -> 2) costs it this much trust, once.
+TRUST_VIOLATION_FLOOR_DROP = 0.15
+FEEDBACK_VERDICTS = ("applied", "violated")
 
 
 def worst_taint(*taints: str) -> str:

@@ -172,6 +172,25 @@ def supersede(obj, memory_id, reason, as_json):
     _tombstone_report(done, "superseded", as_json)
 
 
+@cli.command()
+@click.option("--id", "memory_id", required=True, help="The live memory the verdict is about.")
+@click.option("--applied", is_flag=True, help="It was followed and it worked.")
+@click.option("--violated", is_flag=True, help="It was followed and it was wrong.")
+@click.pass_obj
+def feedback(obj, memory_id, applied, violated):
+    """Record explicit usage feedback on a lesson (one of --applied / --violated).
+
+    Adds one to the row's applied_count or violated_count and prints one JSON line: id,
+    verdict, both counters, trust_score, trust_dropped. The second violation lowers the row's
+    trust by 0.15, once. Only this command moves these counters (recall, hooks and MCP reads
+    never do), and `promote` reads them. Exit 1 when the memory is missing or tombstoned.
+    """
+    if applied == violated:
+        raise UsageError("feedback takes exactly one of --applied or --violated")
+    done = obj.store().feedback(memory_id, "applied" if applied else "violated")
+    output.emit_json(done, indent=None)
+
+
 def _tombstone_report(done, verb: str, as_json: bool) -> None:
     if as_json:
         output.emit_json(done.to_dict())

@@ -372,6 +372,29 @@ def record_surfaced(conn: apsw.Connection, ids: Sequence[str], at: str) -> None:
     )
 
 
+def record_feedback(
+    conn: apsw.Connection, memory_id: str, verdict: str, violation_drop: float
+) -> tuple[int, int, float, bool] | None:
+    """Add one to the live row's applied_count or violated_count (the only writer of either);
+    at the violated_count 1 -> 2 crossing, lower trust_score by `violation_drop` (clamped at
+    0). Returns (applied, violated, trust, trust dropped), or None when the row is not live."""
+    column = "applied_count" if verdict == "applied" else "violated_count"
+    conn.execute(
+        f"UPDATE memory SET {column} = {column} + 1 WHERE id = ? AND superseded_at IS NULL",
+        (memory_id,),
+    )
+    if conn.changes() != 1:
+        return None
+    applied, violated = conn.execute(
+        "SELECT applied_count, violated_count FROM memory WHERE id = ?", (memory_id,)
+    ).fetchone()
+    dropped = verdict == "violated" and violated == 2
+    if dropped:
+        add_trust(conn, memory_id, -violation_drop)
+    trust = conn.execute("SELECT trust_score FROM memory WHERE id = ?", (memory_id,)).fetchone()
+    return applied, violated, trust[0], dropped
+
+
 def insert_namespace_alias(conn: apsw.Connection, alias: str, namespace: str, at: str) -> bool:
     """Record that `alias` is an old key of `namespace`; False when the alias already exists
     (an alias never silently moves to another namespace)."""

@@ -21,12 +21,14 @@ from zmem.db.connect import connect, read_snapshot, transaction
 from zmem.db.migrate import SCHEMA_VERSION, migrate
 from zmem.errors import NotFound, Refusal, StoreUnavailable, UsageError
 from zmem.models import (
+    FEEDBACK_VERDICTS,
     INJECTION_TAG,
     LINK_RELATIONS,
     MAX_LIMIT,
     SYMMETRIC_RELATIONS,
     SYSTEM_TAGS,
     TRUST_CORROBORATION_DELTA,
+    TRUST_VIOLATION_FLOOR_DROP,
     Entity,
     Hit,
     Link,
@@ -236,6 +238,31 @@ class MemoryStore(BulkJobs):
                 update_of=target.id,
                 exclude=(target.id,),
             )
+
+    def feedback(self, memory_id: str, verdict: str) -> dict[str, Any]:
+        """Explicit usage feedback, the promote ladder's only input: one more `applied` or
+        `violated` on a live row (the second violation also costs trust, once). Nothing else
+        in ZMem advances these counters, so nothing passive can promote a lesson."""
+        if verdict not in FEEDBACK_VERDICTS:
+            raise UsageError(f"verdict {verdict!r} is not one of: {', '.join(FEEDBACK_VERDICTS)}")
+        full = self._lookup_id(memory_id)
+        with transaction(self._conn):
+            done = full and memories.record_feedback(
+                self._conn, full, verdict, TRUST_VIOLATION_FLOOR_DROP
+            )
+        if not done:
+            # Exit 1 for both, as the spec says: there is no live row to give feedback on.
+            why = "it is tombstoned" if full else "no such memory"
+            raise NotFound(f"cannot record feedback on {memory_id}: {why}")
+        applied, violated, trust, dropped = done
+        return {
+            "id": full,
+            "verdict": verdict,
+            "applied_count": applied,
+            "violated_count": violated,
+            "trust_score": trust,
+            "trust_dropped": dropped,
+        }
 
     def invalidate(self, memory_id: str, reason: str | None) -> TombstoneResult:
         """Record that a fact is no longer true. The reason is required so it is auditable."""
