@@ -125,4 +125,13 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
 
 
 # Registering the commands; imported for their side effect on `cli`.
-from zmem.cli import evaluate, hooks, maintenance, mcp, reads, recall, writes  # noqa: E402,F401
+from zmem.cli import (  # noqa: E402,F401
+    episodes,
+    evaluate,
+    hooks,
+    maintenance,
+    mcp,
+    reads,
+    recall,
+    writes,
+)

@@ -192,6 +192,66 @@ def episodes_of(conn: apsw.Connection, memory_id: str) -> list[Episode]:
     return [Episode(*r) for r in rows]
 
 
+def open_episode(conn: apsw.Connection, namespace: str, at: str) -> str:
+    episode_id = str(uuid.uuid4())
+    conn.execute(
+        "INSERT INTO episode (id, namespace, started_at) VALUES (?, ?, ?)",
+        (episode_id, namespace, at),
+    )
+    return episode_id
+
+
+def get_episode(conn: apsw.Connection, episode_id: str) -> Episode | None:
+    row = conn.execute(
+        "SELECT id, namespace, started_at, ended_at, token_count, summary_memory_id "
+        "FROM episode WHERE id = ?",
+        (episode_id,),
+    ).fetchone()
+    return Episode(*row) if row else None
+
+
+def add_episode_member(conn: apsw.Connection, episode_id: str, memory_id: str, at: str) -> bool:
+    """Attach a memory; False when it already belonged (idempotent per pair)."""
+    conn.execute(
+        "INSERT OR IGNORE INTO episode_memory (episode_id, memory_id, added_at) VALUES (?, ?, ?)",
+        (episode_id, memory_id, at),
+    )
+    return conn.changes() == 1
+
+
+def episode_member_ids(conn: apsw.Connection, episode_id: str) -> list[str]:
+    rows = conn.execute(
+        "SELECT memory_id FROM episode_memory WHERE episode_id = ? ORDER BY added_at, memory_id",
+        (episode_id,),
+    )
+    return [r[0] for r in rows]
+
+
+def close_episode(
+    conn: apsw.Connection, episode_id: str, at: str, token_count: int, summary_id: str | None
+) -> bool:
+    """Close an open episode; False when it was already closed (closing is write-once)."""
+    conn.execute(
+        "UPDATE episode SET ended_at = ?, token_count = ?, summary_memory_id = ? "
+        "WHERE id = ? AND ended_at IS NULL",
+        (at, token_count, summary_id, episode_id),
+    )
+    return conn.changes() == 1
+
+
+def list_episodes(conn: apsw.Connection, namespace: str | None) -> list[tuple[Episode, int]]:
+    """Episodes newest first, each with its member count."""
+    where, params = ("WHERE e.namespace = ?", (namespace,)) if namespace else ("", ())
+    rows = conn.execute(
+        "SELECT e.id, e.namespace, e.started_at, e.ended_at, e.token_count, "
+        "e.summary_memory_id, (SELECT count(*) FROM episode_memory em "
+        f"WHERE em.episode_id = e.id) FROM episode e {where} "
+        "ORDER BY e.started_at DESC, e.id",
+        params,
+    )
+    return [(Episode(*r[:6]), r[6]) for r in rows]
+
+
 # ---- meta --------------------------------------------------------------------------------
 
 
