@@ -1,5 +1,5 @@
 """CLI commands for the store's upkeep: reembed (derived state in bulk), backup, restore,
-sweep, consolidate and organize."""
+sweep, consolidate, organize and rekey-namespace."""
 
 from __future__ import annotations
 
@@ -296,3 +296,39 @@ def organize(obj, prune, dry_run, force, as_json):
         )  # fmt: skip
     if report is not None:
         output.emit(job.summary_line(report))
+
+
+@cli.command("rekey-namespace")
+@click.option("--from", "source", default=None, metavar="NS", help="Move this exact namespace.")
+@click.option(
+    "--near-miss-global", is_flag=True, help="Move every misspelling of user:global ('global'...)."
+)
+@click.option(
+    "--to", "to", default=None, metavar="NS", help="Target (near-miss default: user:global)."
+)
+@click.option("--dry-run", is_flag=True, help="Preview only (also the default without --confirm).")
+@click.option("--confirm", is_flag=True, help="Write the change.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def rekey_namespace(obj, source, near_miss_global, to, dry_run, confirm, as_json):
+    """Move live memories stranded under a wrong namespace (admin).
+
+    With --near-miss-global, every live row under a misspelling of the global namespace
+    (global, userglobal, ...) moves to --to (default user:global), where the hooks find it;
+    with --from, one exact namespace moves. --to may not itself be a near-miss. Tombstoned rows
+    keep their namespace (history stays as it was). Without --confirm, or with --dry-run, it
+    only previews.
+    """
+    report = obj.store().rekey_namespace(
+        source=source, near_miss_global=near_miss_global, to=to, apply=confirm and not dry_run
+    )
+    if as_json:
+        output.emit_json(report)
+        return
+    verb = "moved" if report["applied"] else "would move"
+    for ns, n in sorted(report["from"].items()):
+        output.emit(f"{verb} {n} live row(s): {ns} -> {report['to']}")
+    if not report["from"]:
+        output.emit("nothing to move")
+    elif not report["applied"]:
+        output.emit("preview only: add --confirm to write")

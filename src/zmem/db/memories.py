@@ -121,6 +121,13 @@ def insert(conn: apsw.Connection, m: NewMemory, saturated: Collection[str] = ())
     rowid = conn.last_insert_rowid()
     if m.embedding is not None:
         vectors.put(conn, rowid, m.namespace, m.embedding)
+    add_terms(conn, rowid, m.namespace, m.content_norm, saturated)
+
+
+def add_terms(
+    conn: apsw.Connection, rowid: int, namespace: str, norm: str, saturated: Collection[str] = ()
+) -> None:
+    """Count the row's similarity tokens in term_df under its namespace's prefix."""
     rid = str(rowid)
     cap = POSTINGS_CAP
     # A term past the cap (posts NULL) is not rewritten at all: its count only ranks it among
@@ -130,11 +137,7 @@ def insert(conn: apsw.Connection, m: NewMemory, saturated: Collection[str] = ())
         "INSERT INTO term_df (term, df, posts) VALUES (?, 1, ?) ON CONFLICT (term) DO UPDATE "
         "SET df = df + 1, posts = CASE WHEN df < ? THEN posts || ',' || ? END "
         "WHERE posts IS NOT NULL",
-        [
-            (t, rid, cap, rid)
-            for t in dedup_terms(m.namespace, m.content_norm.split())
-            if t not in saturated
-        ],
+        [(t, rid, cap, rid) for t in dedup_terms(namespace, norm.split()) if t not in saturated],
     )
 
 
@@ -370,6 +373,30 @@ def record_surfaced(conn: apsw.Connection, ids: Sequence[str], at: str) -> None:
         "UPDATE memory SET surfaced_count = surfaced_count + 1, last_surfaced = ? WHERE id = ?",
         [(at, i) for i in ids],
     )
+
+
+def live_namespace_counts(conn: apsw.Connection) -> dict[str, int]:
+    rows = conn.execute(
+        "SELECT namespace, count(*) FROM memory WHERE superseded_at IS NULL GROUP BY namespace"
+    )
+    return dict(rows)
+
+
+def rekey_batch(conn: apsw.Connection, old: str, new: str, limit: int) -> int:
+    """Move up to `limit` live rows of namespace `old` to `new`: the column, the vector index
+    partition, and the dedup term counts under the new namespace (the old counts stay, which
+    only adds candidates the write path's namespace check drops). Returns the rows moved."""
+    rows = conn.execute(
+        "SELECT rid, content_norm, embedding FROM memory WHERE namespace = ? "
+        "AND superseded_at IS NULL ORDER BY rid LIMIT ?",
+        (old, limit),
+    ).fetchall()
+    for rid, norm, blob in rows:
+        conn.execute("UPDATE memory SET namespace = ? WHERE rid = ?", (new, rid))
+        if blob is not None:
+            vectors.put(conn, rid, new, blob)
+        add_terms(conn, rid, new, norm or "")
+    return len(rows)
 
 
 def record_feedback(
