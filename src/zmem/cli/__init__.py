@@ -133,5 +133,6 @@ from zmem.cli import (  # noqa: E402,F401
     mcp,
     reads,
     recall,
+    sync,
     writes,
 )

@@ -44,6 +44,7 @@ from zmem.retrieval.scoring import row_injection_risk
 from zmem.store import failures, files
 from zmem.store.bulk import BulkJobs
 from zmem.store.episodes import Episodes
+from zmem.store.handoff import Handoff
 from zmem.store.reads import Reader
 from zmem.store.vectors import StoreVectors
 
@@ -57,7 +58,7 @@ def _require_reason(reason: str | None, what: str) -> str:
     return reason.strip()
 
 
-class MemoryStore(BulkJobs, Episodes):
+class MemoryStore(BulkJobs, Episodes, Handoff):
     """A connection to one store file, migrated to the current schema on open."""
 
     def __init__(self, conn: apsw.Connection, settings: Settings, schema_version: int):
