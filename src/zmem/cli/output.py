@@ -28,6 +28,11 @@ def emit(text: str) -> None:
     click.echo(text)
 
 
+def emit_document(text: str) -> None:
+    """A document printed as it is (its own final newline, none added): export-pack."""
+    click.echo(text, nl=False)
+
+
 def error(text: str) -> None:
     """The one stderr line of a failed command (click's messages can span lines: a missing
     choice option lists its choices one per line)."""

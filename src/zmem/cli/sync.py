@@ -35,7 +35,7 @@ def export_pack(obj, namespace, out, project_limit, global_limit, min_confidence
         min_confidence=min_confidence, max_bytes=max_bytes,
     )  # fmt: skip
     if out is None:
-        click.echo(done.text, nl=False)
+        output.emit_document(done.text)
         return
     path = Path(out).expanduser()
     if path.is_dir():
