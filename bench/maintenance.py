@@ -44,6 +44,8 @@ from random import Random
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from backup import zmem  # noqa: E402 - the CLI timer bench/backup.py already has
+
 CORPUS_VERSION = 2  # part of the cache file names: bump it whenever the generator changes
 NEAR_DUP_SHARE = 0.10
 NUMBER_TWIN_SHARE = 0.01
@@ -415,16 +417,6 @@ def fresh_copy(source: Path, store: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{store}{suffix}").unlink(missing_ok=True)
     shutil.copy2(source, store)
-
-
-def zmem(env: dict[str, str], *args: str) -> tuple[float, dict]:
-    t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "zmem", *args, "--json"], env=env,
-                          capture_output=True, text=True)  # fmt: skip
-    elapsed = time.monotonic() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"zmem {' '.join(args)} failed: {done.stderr.strip()}")
-    return elapsed, json.loads(done.stdout)
 
 
 def beside(env: dict[str, str], store: Path, work: Path, args: tuple[str, ...] | None,

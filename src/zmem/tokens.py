@@ -87,3 +87,16 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
         return 1.0
     union = len(a | b)
     return len(a & b) / union if union else 0.0
+
+
+# A sentence ends at . ! or ? before whitespace, or at a line break (merged rows hold one
+# absorbed text per line).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def first_sentence(text: str) -> str:
+    return _SENTENCE_END.split(text.strip(), maxsplit=1)[0].strip()

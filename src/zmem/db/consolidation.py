@@ -11,7 +11,9 @@ from typing import Any
 
 import apsw
 
+from zmem.db import memories
 from zmem.db.memories import _COLUMNS, _row_to_memory, join_tags
+from zmem.db.vectors import live_count  # noqa: F401 - the live-row count, one definition
 from zmem.models import Memory
 
 # The structural mark of organize's own output rows (topic summaries): never the tags column,
@@ -36,10 +38,7 @@ def _rows(conn: apsw.Connection, where: str, params: Sequence[Any]) -> list[Row]
 
 
 def live_namespaces(conn: apsw.Connection) -> list[str]:
-    rows = conn.execute(
-        "SELECT DISTINCT namespace FROM memory WHERE superseded_at IS NULL ORDER BY namespace"
-    )
-    return [r[0] for r in rows]
+    return sorted(memories.live_namespace_counts(conn))
 
 
 def newest_live(conn: apsw.Connection, namespace: str, limit: int) -> tuple[list[Row], int]:
@@ -286,7 +285,3 @@ def topic_members(
         (*params, limit),
     )
     return count, [_row_to_memory(r) for r in rows]
-
-
-def live_count(conn: apsw.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM memory WHERE superseded_at IS NULL").fetchone()[0]

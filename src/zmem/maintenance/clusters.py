@@ -5,7 +5,6 @@ computation over rows already read: nothing here touches the store."""
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,9 +18,7 @@ from zmem.embedding import PROFILE_DIMS, PROFILE_MODELS
 from zmem.maintenance.nli import Judge
 from zmem.models import MAX_CONTENT_CHARS, Memory
 from zmem.retrieval.render import estimate_tokens
-from zmem.tokens import number_tokens, words
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+from zmem.tokens import first_sentence, number_tokens, words
 
 
 class Vectors(Protocol):
@@ -30,14 +27,6 @@ class Vectors(Protocol):
     def embed(self, content: str) -> writer.Vector: ...
     def for_write(self, vector: writer.Vector) -> writer.Vector: ...
     def semantic(self) -> writer.Semantic | None: ...
-
-
-def first_sentence(text: str) -> str:
-    return _SENTENCE_END.split(text.strip(), maxsplit=1)[0].strip()
-
-
-def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
 def _phrase(text: str) -> str:

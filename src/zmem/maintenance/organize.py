@@ -23,19 +23,20 @@ from zmem.db import consolidation as db
 from zmem.db import graph, memories
 from zmem.db.connect import read_snapshot
 from zmem.maintenance import bounded
-from zmem.maintenance.clusters import Vectors, first_sentence, split_sentences
+from zmem.maintenance.clusters import Vectors
 from zmem.maintenance.consolidate import (
     DEFAULT_THRESHOLD,
     Report,
     cadence_gate,
     consolidate_rows,
+    merged_state,
     prune,
     record_run,
     replace_row,
     single_flight,
 )
 from zmem.models import INJECTION_TAG, Memory, worst_taint
-from zmem.tokens import similarity_norm, words
+from zmem.tokens import first_sentence, similarity_norm, split_sentences, words
 
 TOPIC_MIN_MEMBERS = 3  # an entity with fewer rows in the working set is not a topic
 TOPIC_SENTENCES = 6  # first sentences a topic summary quotes
@@ -104,26 +105,6 @@ def compress(text: str, cap: int) -> str:
         kept.append(sentence)
         size += add
     return " ".join(kept)
-
-
-def _state_of(m: Memory) -> dict[str, Any]:
-    return {
-        "tags": m.tags,
-        "taint": m.taint,
-        "confidence": m.confidence,
-        "signal": m.signal,
-        "trust_score": m.trust_score,
-        "merged_from": list(m.merged_from),
-        "refreshed_at": m.refreshed_at or m.valid_from,
-        "counters": {
-            "retrieval_count": m.retrieval_count,
-            "last_retrieved": m.last_retrieved,
-            "surfaced_count": m.surfaced_count,
-            "last_surfaced": m.last_surfaced,
-            "applied_count": m.applied_count,
-            "violated_count": m.violated_count,
-        },
-    }
 
 
 def _namespace_key(namespace: str) -> str:
@@ -349,7 +330,7 @@ class _Run:
                 if fresh is None or not fresh.live:
                     return None
                 return replace_row(
-                    conn, fresh, text, _state_of(fresh), self.vectors.for_write(vector),
+                    conn, fresh, text, merged_state(fresh, []), self.vectors.for_write(vector),
                     config.now_iso(), "compressed",
                 )  # fmt: skip
 

@@ -16,6 +16,7 @@ from zmem.db.connect import read_snapshot, transaction
 from zmem.errors import Refusal
 from zmem.models import MAX_CONTENT_CHARS, Episode, Hit, WriteResult
 from zmem.retrieval.render import estimate_tokens, row_line
+from zmem.tokens import first_sentence
 
 SUMMARY_SENTENCES = 12  # first sentences an episode summary quotes
 
@@ -79,7 +80,7 @@ class Episodes:
         summary_id = None
         if summary and live:
             lines = [f"Episode {episode.started_at[:10]} in {episode.namespace}:"]
-            lines += [f"- {_first_sentence(m.content)}" for m in live[:SUMMARY_SENTENCES]]
+            lines += [f"- {first_sentence(m.content)}" for m in live[:SUMMARY_SENTENCES]]
             text = "\n".join(lines)[:MAX_CONTENT_CHARS]
             summary_id = self.add(
                 text, namespace=episode.namespace, type="fact", signal="none",
@@ -99,11 +100,3 @@ class Episodes:
         with read_snapshot(self._conn):
             found = graph.list_episodes(self._conn, namespace)
         return [{**e.to_dict(), "members": n} for e, n in found]
-
-
-def _first_sentence(text: str) -> str:
-    head = text.strip().split("\n", 1)[0]
-    for end in (". ", "! ", "? "):
-        if end in head:
-            head = head.split(end, 1)[0] + end.strip()
-    return head
