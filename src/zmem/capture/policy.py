@@ -115,8 +115,11 @@ def prepare(
     source_ref: str | None,
     confidence: float | None,
     capture_mode: str,
+    hash_source: bool = True,
 ) -> Prepared:
-    """Validate everything first (so a refusal writes nothing), then apply the policy."""
+    """Validate everything first (so a refusal writes nothing), then apply the policy.
+    `hash_source=False` (sync ingest) keeps the file's recorded hash instead of reading the
+    file here, where it may not exist."""
     validate_content(content)
     validate_namespace(namespace)
     _choice(type, MEMORY_TYPES, "type")
@@ -163,7 +166,7 @@ def prepare(
         warnings.append({"type": "injection_risk", "shapes": shapes})
 
     source_hash = None
-    path = file_path(ref)
+    path = file_path(ref) if hash_source else None
     if path is not None:
         source_hash = hash_file(path)
         if source_hash is None:

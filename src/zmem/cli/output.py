@@ -214,6 +214,33 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
         bar.close()
 
 
+def ingest_text(r: Mapping[str, Any]) -> str:
+    parts = [f"{r['inserted']} inserted"]
+    for key, label in (
+        ("deduped", "folded into local duplicates"), ("unchanged", "already here"),
+        ("conflicts", "kept as they are here (the file differs)"), ("tombstoned", "tombstoned"),
+        ("tombstones_refused", "tombstones not applied (--allow-tombstones)"),
+        ("capture_refused", "refused by the capture policy"), ("malformed", "malformed"),
+    ):  # fmt: skip
+        if r[key]:
+            parts.append(f"{r[key]} {label}")
+    lines = [f"ingested {r['lines']} lines: {', '.join(parts)}"]
+    lines.append(
+        f"links: {r['links_added']} added, {r['links_present']} already here, "
+        f"{r['links_skipped']} skipped"
+    )
+    if r["episodes_added"] or r["episodes_present"] or r["memberships_added"]:
+        lines.append(
+            f"episodes: {r['episodes_added']} added, {r['episodes_present']} already here; "
+            f"memberships: {r['memberships_added']} added, {r['memberships_skipped']} skipped"
+        )
+    if r["redacted"]:
+        lines.append(f"{r['redacted']} rows had secrets redacted")
+    if r["injection_risk"]:
+        lines.append(f"{r['injection_risk']} rows tagged prompt-injection-risk")
+    return "\n".join(lines)
+
+
 def reembed_text(r: Mapping[str, Any]) -> str:
     if r["skipped"]:
         return f"reembed skipped: {r['skipped']}"

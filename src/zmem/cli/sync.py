@@ -1,4 +1,5 @@
-"""CLI commands that move memories out of the store: export-pack (the markdown hand-off)."""
+"""CLI commands that move memories between stores and sessions: export-pack (the markdown
+hand-off), export-jsonl and ingest-jsonl (box-to-box sync)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,29 @@ from pathlib import Path
 import click
 
 from zmem.cli import cli, output
+from zmem.config import CAPTURE_MODES
 from zmem.errors import UsageError
 from zmem.models import MAX_LIMIT
+
+
+def _write_atomically(out: str, fill) -> Path:
+    """`fill(write)` into a temporary file beside OUT, renamed over it only when complete: a
+    failed export never leaves half a file where a good one was."""
+    path = Path(out).expanduser()
+    if path.is_dir():
+        raise UsageError(f"--out {out} is a directory")
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as handle:
+            fill(handle.write)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
 
 
 @cli.command("export-pack")
@@ -37,14 +59,84 @@ def export_pack(obj, namespace, out, project_limit, global_limit, min_confidence
     if out is None:
         output.emit_document(done.text)
         return
-    path = Path(out).expanduser()
-    if path.is_dir():
-        raise UsageError(f"--out {out} is a directory")
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(done.text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    path = _write_atomically(out, lambda write: write(done.text))
     output.emit(f"wrote {done.shown} memories ({done.bytes} bytes) to {path}")
+
+
+@cli.command("export-jsonl")
+@click.option("--out", "out", default=None, metavar="FILE", help="Write here (default: stdout).")
+@click.option("--namespace", default=None, help="Only this namespace (default: all).")
+@click.option("--include-superseded", is_flag=True, help="Also export tombstoned rows (history).")
+@click.pass_obj
+def export_jsonl(obj, out, namespace, include_superseded):
+    """Write the store as sync JSONL, one record per line, for ingest-jsonl on another machine.
+
+    Live rows of every namespace by default, each with its outgoing links (to rows in the same
+    file); episodes and their memberships follow. Vectors and entity links are not written:
+    the receiving store derives them again.
+    """
+    store = obj.store()
+    if out is None:
+        store.export_jsonl(
+            output.emit_document, namespace=namespace, include_superseded=include_superseded
+        )
+        return
+    counts = {}
+
+    def fill(write):
+        counts.update(
+            store.export_jsonl(write, namespace=namespace, include_superseded=include_superseded)
+        )
+
+    path = _write_atomically(out, fill)
+    output.notice(
+        f"exported {counts['memories']} memories, {counts['links']} links, "
+        f"{counts['episodes']} episodes, {counts['memberships']} memberships to {path}"
+    )
+
+
+@cli.command("ingest-jsonl")
+@click.option("--in", "in_", required=True, metavar="FILE", help="A file export-jsonl wrote.")
+@click.option("--source-ref", default=None, help="Set this source_ref on every row inserted.")
+@click.option(
+    "--allow-tombstones", is_flag=True,
+    help="Let the file's tombstones retire live local rows of the same id (trusted files only).",
+)  # fmt: skip
+@click.option(
+    "--capture-mode", type=click.Choice(CAPTURE_MODES), default=None,
+    help="Capture policy for every row (default: $ZMEM_CAPTURE_MODE, else manual); use auto "
+    "for a file from elsewhere: secrets are redacted.",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_obj
+def ingest_jsonl(obj, in_, source_ref, allow_tombstones, capture_mode, as_json):
+    """Import a sync JSONL file through the capture policy.
+
+    Every line is validated before anything is written; a bad line is named by its number and
+    left out, the good ones land. Rows keep their ids, times, counters and trust; a row that
+    repeats a live local one folds into it; links, episodes and memberships are applied after
+    every row. Ingesting the same file again changes nothing. Exit 2 when no line of the file
+    could be used.
+    """
+    path = Path(in_).expanduser()
+    if not path.is_file():
+        raise UsageError(f"--in {in_}: no such file")
+    bar = output.progress_bar("ingest")
+    try:
+        report = obj.store(create=True).ingest_jsonl(
+            path, source_ref=source_ref, allow_tombstones=allow_tombstones,
+            capture_mode=capture_mode, progress=bar.update,
+        ).to_dict()  # fmt: skip
+    finally:
+        bar.close()
+    if as_json:
+        output.emit_json(report)
+    else:
+        for e in report["errors"]:
+            output.warn(f"{in_}:{e['line']}: {e['error']}")
+        if report["errors_not_listed"]:
+            output.warn(f"... and {report['errors_not_listed']} more")
+        output.emit(output.ingest_text(report))
+    refused = report["malformed"] + report["capture_refused"]
+    if report["lines"] and refused == report["lines"]:
+        raise UsageError(f"no line of {in_} could be ingested; nothing was written")

@@ -8,7 +8,7 @@ import hashlib
 import itertools
 import json
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -195,6 +195,12 @@ def list_memories(
         sql += " LIMIT ?"
         params.append(limit)
     return [_row_to_memory(r) for r in conn.execute(sql, params)]
+
+
+def select(conn: apsw.Connection, clause: str, params: Sequence[Any] = ()) -> Iterator[Memory]:
+    """Rows matching `clause` (a WHERE/ORDER BY tail written by another db module), streamed."""
+    for row in conn.execute(f"SELECT {_COLUMNS} FROM memory {clause}", params):
+        yield _row_to_memory(row)
 
 
 class TermStat(NamedTuple):

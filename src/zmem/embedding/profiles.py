@@ -54,6 +54,18 @@ class _LazyMiniLM:
             return None
         return vector.astype("<f4").tobytes(), embedder.model_name
 
+    def many(self, texts: list[str]) -> list[tuple[bytes, str] | None]:
+        """One model call for a batch (bulk ingest); fail-open per batch, as above."""
+        embedder = self._embedder or self._load()
+        if embedder is None or not texts:
+            return [None] * len(texts)
+        try:
+            matrix = embedder.embed(texts)
+        except Exception as exc:
+            self.error = f"minilm embedding failed: {exc}"
+            return [None] * len(texts)
+        return [(row.astype("<f4").tobytes(), embedder.model_name) for row in matrix]
+
     def _load(self):
         with self._lock:
             if self._embedder is None and not self._failed:

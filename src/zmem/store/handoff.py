@@ -1,20 +1,62 @@
-"""The hand-off export as a MemoryStore method: which live rows go into the markdown pack
-(ranked, limited, confident enough, none flagged as prompt injection); sync.pack renders it."""
+"""Moving memories between stores and sessions, as MemoryStore methods: the markdown hand-off
+pack (ranked, limited, confident enough, none flagged as prompt injection; sync.pack renders
+it) and the box-to-box sync JSONL (sync.export writes it, sync.ingest restores it)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import apsw
+
+from zmem import config
+from zmem.config import CAPTURE_MODES, Settings
 from zmem.errors import Refusal, UsageError
 from zmem.models import GLOBAL_NAMESPACE, Memory
 from zmem.retrieval.scoring import row_injection_risk
 
 
 class Handoff:
-    """Mixed into MemoryStore, which provides `list`."""
+    """Mixed into MemoryStore, which provides `list`, its connection, settings and vectors."""
 
     list: Callable[..., list[Memory]]
+    _conn: apsw.Connection
+    settings: Settings
+    vectors: Any
+
+    def export_jsonl(
+        self,
+        write: Callable[[str], Any],
+        *,
+        namespace: str | None = None,
+        include_superseded: bool = False,
+    ) -> dict[str, int]:
+        """Write the sync records through `write` (one line per call); returns the counts."""
+        from zmem.sync.export import export
+
+        return export(self._conn, write, namespace=namespace, include_superseded=include_superseded)
+
+    def ingest_jsonl(
+        self,
+        path: str | Path,
+        *,
+        source_ref: str | None = None,
+        allow_tombstones: bool = False,
+        capture_mode: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Any:
+        """Restore an export-jsonl file: bad lines are counted and named, the rest land."""
+        from zmem.sync.ingest import ingest
+
+        mode = capture_mode or self.settings.capture_mode
+        if mode not in CAPTURE_MODES:
+            raise UsageError(f"capture mode {mode!r} is not one of: {', '.join(CAPTURE_MODES)}")
+        return ingest(
+            self._conn, self.vectors, Path(path).expanduser(), now=config.now_iso(),
+            capture_mode=mode, source_ref=source_ref, allow_tombstones=allow_tombstones,
+            progress=progress,
+        )  # fmt: skip
 
     def export_pack(
         self,

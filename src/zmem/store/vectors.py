@@ -56,6 +56,13 @@ class StoreVectors:
         # Called outside the transaction: a model call must never hold the store's write lock.
         return self.embedder(content) if self.embedder is not None else None
 
+    def embed_many(self, texts: list[str]) -> list[writer.Vector]:
+        """Bulk ingest's vectors: one model call per batch where the embedder takes batches."""
+        if self.embedder is None:
+            return [None] * len(texts)
+        many = getattr(self.embedder, "many", None)
+        return many(texts) if many is not None else [self.embedder(t) for t in texts]
+
     def for_write(self, vector: writer.Vector) -> writer.Vector:
         """Inside a write transaction: the vector to store with the row, creating the index on
         first use. None when this store's vectors are of another size now (another process

@@ -1,0 +1,192 @@
+"""SQL for box-to-box sync: reading the rows, outgoing links, episodes and memberships an
+export-jsonl writes, and restoring them verbatim on ingest (ids, timestamps, counters, trust),
+which no other write path does: everything else mints its own id and clock."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apsw
+
+from zmem.db import memories, vectors
+from zmem.models import Episode, Link, Memory
+
+CHUNK = 500  # ids per IN (...) statement
+
+
+def export_rows(
+    conn: apsw.Connection, namespace: str | None, include_superseded: bool
+) -> Iterator[Memory]:
+    """Rows in insertion order, so an ingest into an empty store keeps the same order."""
+    where, params = [], []
+    if namespace is not None:
+        where.append("namespace = ?")
+        params.append(namespace)
+    if not include_superseded:
+        where.append("superseded_at IS NULL")
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    yield from memories.select(conn, f"{clause} ORDER BY rid", params)
+
+
+def outgoing_links(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, list[Link]]:
+    out: dict[str, list[Link]] = {}
+    for start in range(0, len(ids), CHUNK):
+        chunk = ids[start : start + CHUNK]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            "SELECT src, dst, relation, score, created_at FROM memory_link "
+            f"WHERE src IN ({marks}) ORDER BY src, dst, relation",
+            chunk,
+        )
+        for row in rows:
+            out.setdefault(row[0], []).append(Link(*row))
+    return out
+
+
+def export_episodes(conn: apsw.Connection, namespace: str | None) -> list[Episode]:
+    where, params = ("WHERE namespace = ?", (namespace,)) if namespace else ("", ())
+    rows = conn.execute(
+        "SELECT id, namespace, started_at, ended_at, token_count, summary_memory_id "
+        f"FROM episode {where} ORDER BY started_at, id",
+        params,
+    )
+    return [Episode(*r) for r in rows]
+
+
+def memberships(conn: apsw.Connection, episode_ids: Sequence[str]) -> list[tuple[str, str, str]]:
+    out: list[tuple[str, str, str]] = []
+    for start in range(0, len(episode_ids), CHUNK):
+        chunk = episode_ids[start : start + CHUNK]
+        marks = ",".join("?" * len(chunk))
+        out.extend(
+            conn.execute(
+                "SELECT episode_id, memory_id, added_at FROM episode_memory "
+                f"WHERE episode_id IN ({marks}) ORDER BY episode_id, memory_id",
+                chunk,
+            )
+        )
+    return out
+
+
+def existing(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, Memory]:
+    return {m.id: m for m in memories.get_many(conn, list(ids))}
+
+
+def namespaces_of(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, str]:
+    """id -> namespace of the ids this store holds."""
+    found: dict[str, str] = {}
+    for start in range(0, len(ids), CHUNK):
+        chunk = ids[start : start + CHUNK]
+        marks = ",".join("?" * len(chunk))
+        found.update(conn.execute(f"SELECT id, namespace FROM memory WHERE id IN ({marks})", chunk))
+    return found
+
+
+def present_ids(conn: apsw.Connection, ids: Sequence[str]) -> set[str]:
+    return set(namespaces_of(conn, ids))
+
+
+def restore(
+    conn: apsw.Connection,
+    fields: dict[str, Any],
+    norm: str,
+    embedding: tuple[bytes, str] | None,
+    at: str,
+    saturated: frozenset[str] = frozenset(),
+) -> None:
+    """Insert a row exactly as another store held it; a live row also gets its vector and its
+    dedup term counts (a tombstoned one is out of both pools, as tombstone() leaves it)."""
+    live = fields["superseded_at"] is None
+    blob, model = embedding if embedding is not None else (None, None)
+    conn.execute(
+        "INSERT INTO memory (id, content, content_norm, type, tags, namespace, signal, "
+        "confidence, taint, trust_score, source_ref, source_hash, ingestion_ts, refreshed_at, "
+        "valid_from, valid_until, superseded_at, supersede_reason, update_of, merged_from, "
+        "retrieval_count, last_retrieved, surfaced_count, last_surfaced, applied_count, "
+        "violated_count, embedding, embedding_model, embedded_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?)",
+        (
+            fields["id"],
+            fields["content"],
+            norm,
+            fields["type"],
+            memories.join_tags(fields["tags"]),
+            fields["namespace"],
+            fields["signal"],
+            fields["confidence"],
+            fields["taint"],
+            fields["trust_score"],
+            fields["source_ref"],
+            fields["source_hash"],
+            fields["ingestion_ts"],
+            fields["refreshed_at"],
+            fields["valid_from"],
+            fields["valid_until"],
+            fields["superseded_at"],
+            fields["supersede_reason"],
+            fields["update_of"],
+            json.dumps(list(fields["merged_from"])),
+            fields["retrieval_count"],
+            fields["last_retrieved"],
+            fields["surfaced_count"],
+            fields["last_surfaced"],
+            fields["applied_count"],
+            fields["violated_count"],
+            blob,
+            model,
+            at if blob is not None else None,
+        ),
+    )
+    if not live:
+        return
+    rowid = conn.last_insert_rowid()
+    if blob is not None:
+        vectors.put(conn, rowid, fields["namespace"], blob)
+    memories.add_terms(conn, rowid, fields["namespace"], norm, saturated)
+
+
+def restore_tombstone(
+    conn: apsw.Connection, memory_id: str, at: str, until: str | None, reason: str | None
+) -> bool:
+    """An authoritative remote tombstone of a live local row (ingest --allow-tombstones)."""
+    conn.execute(
+        "UPDATE memory SET superseded_at = ?, valid_until = ?, supersede_reason = ? "
+        "WHERE id = ? AND superseded_at IS NULL",
+        (at, until or at, reason, memory_id),
+    )
+    if conn.changes() != 1:
+        return False
+    vectors.delete(conn, memory_id)
+    return True
+
+
+def fold(conn: apsw.Connection, memory_id: str, tags: Sequence[str], taint: str) -> None:
+    """A remote duplicate folded into a live local keeper: its tags and worse taint only (sync
+    applies no trust deltas and leaves the keeper's clock alone)."""
+    conn.execute(
+        "UPDATE memory SET tags = ?, taint = ? WHERE id = ?",
+        (memories.join_tags(tags), taint, memory_id),
+    )
+
+
+def restore_episode(conn: apsw.Connection, e: Episode) -> bool:
+    conn.execute(
+        "INSERT INTO episode (id, namespace, started_at, ended_at, token_count, "
+        "summary_memory_id) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        (e.id, e.namespace, e.started_at, e.ended_at, e.token_count, e.summary_memory_id),
+    )
+    return conn.changes() == 1
+
+
+def episode_ids_present(conn: apsw.Connection, ids: Sequence[str]) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(ids), CHUNK):
+        chunk = ids[start : start + CHUNK]
+        marks = ",".join("?" * len(chunk))
+        found.update(
+            r[0] for r in conn.execute(f"SELECT id FROM episode WHERE id IN ({marks})", chunk)
+        )
+    return found
