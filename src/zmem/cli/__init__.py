@@ -129,6 +129,7 @@ from zmem.cli import (  # noqa: E402,F401
     episodes,
     evaluate,
     hooks,
+    learning,
     maintenance,
     mcp,
     reads,

@@ -45,6 +45,7 @@ from zmem.store import failures, files
 from zmem.store.bulk import BulkJobs
 from zmem.store.episodes import Episodes
 from zmem.store.handoff import Handoff
+from zmem.store.learning import Learning
 from zmem.store.reads import Reader
 from zmem.store.vectors import StoreVectors
 
@@ -58,7 +59,7 @@ def _require_reason(reason: str | None, what: str) -> str:
     return reason.strip()
 
 
-class MemoryStore(BulkJobs, Episodes, Handoff):
+class MemoryStore(BulkJobs, Episodes, Handoff, Learning):
     """A connection to one store file, migrated to the current schema on open."""
 
     def __init__(self, conn: apsw.Connection, settings: Settings, schema_version: int):

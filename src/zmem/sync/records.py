@@ -15,8 +15,9 @@ from zmem.errors import ZMemError
 from zmem.models import LINK_RELATIONS, MEMORY_TYPES, SIGNALS, TAINTS, Episode, Link, Memory
 
 KINDS = ("memory", "episode", "episode_memory")
-# Exported ids are UUIDs; other writers' ids are accepted when they are this plain.
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+# Exported ids are UUIDs; other writers' ids are accepted when they are this plain (lowercase,
+# as `get` and every id-taking command look ids up).
+_ID = re.compile(r"^[a-z0-9][a-z0-9._:-]{0,127}$")
 _TIMES = (
     "ingestion_ts", "refreshed_at", "valid_from", "valid_until", "superseded_at",
     "last_retrieved", "last_surfaced",
