@@ -579,7 +579,7 @@ def test_the_resident_process_never_reuses_a_previous_requests_host_env(
         stop = json.dumps({"session_id": "s"}).encode()
         with_dir = dict(os.environ, CLAUDE_PROJECT_DIR=str(tmp_path))
         reply = resident.handle(wire.encode_request("claude", "Stop", pkg, stop, with_dir))
-        assert reply.startswith(b"ok\tskipped\n")
+        assert reply.startswith(b"ok\tno-failures\n")
         assert os.environ["CLAUDE_PROJECT_DIR"] == str(tmp_path)
         without = {k: v for k, v in os.environ.items() if k != "CLAUDE_PROJECT_DIR"}
         resident.handle(wire.encode_request("claude", "Stop", pkg, stop, without))

@@ -222,7 +222,8 @@ def test_plugin_manifests_and_hook_configs_are_consistent():
     codex = json.loads((root / "hooks" / "codex.json").read_text())["hooks"]
     zcode = json.loads((root / "hooks" / "zcode.json").read_text())["hooks"]
     assert set(zcode) == events.HOST_EVENTS["zcode"]  # exactly its seven events
-    assert "Stop" not in claude  # a Stop hook with context keeps Claude running
+    # Stop / SubagentStop run only the reflection, which asks to go on after new failures.
+    assert {"Stop", "SubagentStop"} <= set(claude) and {"Stop", "SubagentStop"} <= set(codex)
     for host, cfg in (("claude", claude), ("codex", codex), ("zcode", zcode)):
         assert set(cfg) <= events.HOST_EVENTS[host]
         for event, entries in cfg.items():

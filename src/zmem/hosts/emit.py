@@ -51,6 +51,26 @@ def render(host: str, event: str, context: str | None) -> str:
     return json.dumps(doc, ensure_ascii=False)
 
 
+# Where a stop hook may ask the agent to go on: the reflection (hosts/reflect.py). ZCode has no
+# SubagentStop event.
+STOP_EVENTS: dict[str, frozenset[str]] = {
+    "claude": frozenset({"Stop", "SubagentStop"}),
+    "codex": frozenset({"Stop", "SubagentStop"}),
+    "zcode": frozenset({"Stop"}),
+}
+
+
+def render_stop(host: str, event: str, reason: str | None) -> str:
+    """A stop hook's continuation: {"decision": "block", "reason": ...}, the one shape Claude
+    Code, Codex (whose Stop stdout must be JSON or nothing) and ZCode all take; "" otherwise."""
+    if not reason or event not in STOP_EVENTS.get(host, frozenset()):
+        return ""
+    doc = {"decision": "block", "reason": reason[:MAX_CONTEXT_CHARS]}
+    if host == "codex" and not codex_valid(doc):
+        return ""
+    return json.dumps(doc, ensure_ascii=False)
+
+
 def codex_valid(doc: Any) -> bool:
     """True when doc uses only keys Codex's output schemas know, with the right types."""
     if not isinstance(doc, dict) or not set(doc) <= CODEX_TOP_KEYS:

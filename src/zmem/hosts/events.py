@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 HOSTS = ("claude", "codex", "zcode")
 
 # Events each host can send, spelled as the host spells them (Claude's spelling is canonical).
-# Claude Code and Codex send the same eight events.
+# Claude Code and Codex send the same nine events.
 _CLAUDE_CODEX_EVENTS = frozenset(
     {
         "SessionStart",
@@ -25,6 +25,7 @@ _CLAUDE_CODEX_EVENTS = frozenset(
         "Stop",
         "PreCompact",
         "SubagentStart",
+        "SubagentStop",
         "SessionEnd",
     }
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from zmem.hosts import emit, events, opsring
+from zmem.hosts import emit, events, opsring, reflect
 from zmem.resident import wire
 
 # typing costs the hook client ~2.5 ms to import; the names are for annotations only.
@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Events that never need the store: nothing to do but log.
-NO_WORK = frozenset({"Stop", "PreCompact", "SessionEnd", "PermissionRequest"})
+NO_WORK = frozenset({"PreCompact", "SessionEnd", "PermissionRequest"})
+# Turn ends: the reflection reads the ops ring and the transcript, never the store.
+STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
 # Host notices that arrive as a prompt (Claude Code reports a finished background subagent as
 # one) are not the user asking: recalling on them re-injects what the session already has.
 HOST_NOTICES = ("<task-notification>",)
@@ -65,6 +67,9 @@ def respond(
     if event_name in ("PostToolUse", "PostToolUseFailure"):
         o = opsring.record_event(query_context, ddir, ev)  # the ring, never the store
         return "", o.reason, o.fields
+    if event_name in STOP_EVENTS:
+        o = reflect.reflect(ddir, ev, wire.flag("ZMEM_REFLECT"))
+        return emit.render_stop(host, event_name, o.context), o.reason, o.fields
     skipped = skip_reason(host, ev, query_context)
     if skipped is not None:
         return "", skipped, {}
