@@ -275,3 +275,85 @@ def test_export_scope_of_history(store, run_cli, tmp_path, flag):
     assert (old.id in records) == bool(flag)
     # A link is written only when its other end is in the file too.
     assert [k["dst"] for k in records[new.id]["links"]] == ([old.id] if flag else [])
+
+
+# ---- the bulk path writes what the one-row path writes ----------------------------------
+
+
+def test_batched_term_counts_equal_row_by_row(tmp_path, monkeypatch):
+    from zmem.db import connect, memories
+
+    monkeypatch.setattr(memories, "POSTINGS_CAP", 3)  # crossed inside the batch and across
+    rows = [(i, "project:t", f"alpha beta w{i % 2} x{i}") for i in range(1, 9)]
+
+    def counts(fill) -> list:
+        with MemoryStore.open(tmp_path / f"{fill.__name__}.sqlite", create=True) as s:
+            with connect.transaction(s._conn):
+                fill(s._conn)
+            return list(s._conn.execute("SELECT term, df, posts FROM term_df ORDER BY term"))
+
+    def one_by_one(conn):
+        for rid, ns, norm in rows:
+            memories.add_terms(conn, rid, ns, norm)
+
+    def in_two_batches(conn):
+        memories.add_terms_many(conn, rows[:2])
+        memories.add_terms_many(conn, rows[2:])
+
+    assert counts(in_two_batches) == counts(one_by_one)
+
+
+def test_batched_entity_links_equal_row_by_row(tmp_path):
+    from zmem.capture import writer
+    from zmem.capture.entities import extract_entities
+    from zmem.db import connect
+
+    texts = [
+        "Run `pytest -x` in src/api/server.py before git push",
+        "The server.py module in src/api uses `make lint`",
+        "Use ruff and pytest; see https://example.com/docs for git hooks",
+    ]
+
+    def shape(fill) -> list:
+        with MemoryStore.open(tmp_path / f"{fill.__name__}.sqlite", create=True) as s:
+            s._conn.execute("PRAGMA foreign_keys = OFF")  # links to memories never written
+            with connect.transaction(s._conn):
+                fill(s._conn)
+            return sorted(s._conn.execute(
+            "SELECT me.memory_id, e.kind, e.name, (SELECT group_concat(alias) FROM "
+            "(SELECT alias FROM entity_alias a WHERE a.entity_id = e.id ORDER BY alias)) "
+            "FROM memory_entity me JOIN entity e ON e.id = me.entity_id"
+            ))  # fmt: skip
+
+    def one_by_one(conn):
+        for i, text in enumerate(texts):
+            writer.link_entities(conn, f"m{i}", text, (), "2026-01-01T00:00:00Z")
+
+    def batched(conn):
+        items = [(f"m{i}", extract_entities(text, ())) for i, text in enumerate(texts)]
+        writer.link_entities_many(conn, items, "2026-01-01T00:00:00Z")
+
+    assert shape(batched) == shape(one_by_one) != []
+
+
+def test_worker_processes_prepare_what_this_process_would(store, tmp_path, monkeypatch):
+    from zmem.sync import prepare
+
+    monkeypatch.setenv("ZMEM_TEST_NOW", "2026-06-01T00:00:00Z")  # rows without a time get now
+    monkeypatch.setattr(prepare, "PARALLEL_MIN_LINES", 1)
+    monkeypatch.setattr(prepare, "CHUNK_LINES", 7)  # several chunks, out of step with BATCH
+    records = [{"id": f"r{i}", "content": f"Lesson {i}: run `make test{i % 5}` before tag v{i}",
+                "type": "lesson", "namespace": f"project:p{i % 3}", "signal": "test"}
+               for i in range(40)] + ["{broken", {"id": "r1", "content": "dup", "type": "fact",
+                                                   "namespace": "project:p1"}]  # fmt: skip
+    path = write_jsonl(tmp_path / "many.jsonl", records)
+    outputs = []
+    for workers in (1, 2):
+        target = tmp_path / f"w{workers}.sqlite"
+        with MemoryStore.open(target, create=True) as s:
+            report = s.ingest_jsonl(path, workers=workers)
+            lines: list[str] = []
+            s.export_jsonl(lines.append)
+        outputs.append((report.inserted, report.malformed, [e["line"] for e in report.errors],
+                        lines))  # fmt: skip
+    assert outputs[0] == outputs[1] and outputs[0][0] == 40 and outputs[0][2] == [41, 42]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import apsw
 
-from zmem.capture.entities import extract_entities
+from zmem.capture.entities import EntityMention, extract_entities
 from zmem.capture.polarity import polarity
 from zmem.capture.policy import Prepared, merge_tags
 from zmem.db import graph, memories, vectors
@@ -183,29 +183,42 @@ def _same_words(
 def link_entities(
     conn: apsw.Connection, memory_id: str, content: str, tags: Sequence[str], at: str
 ) -> None:
-    """Resolve each mention to an entity (its first alias that exists wins, else a new entity),
-    give the entity the mention's missing aliases, and link the memory to them. The existing
-    aliases of all mentions are read in one statement and the resolution is replayed in Python,
-    mention by mention, exactly as a lookup-then-insert per mention would see it (a later
-    mention may resolve through an alias an earlier one just added); the new aliases are then
-    written in one batch."""
-    mentions = extract_entities(content, tags)
-    if not mentions:
+    """Link the memory to the entities its text and tags mention (link_entities_many)."""
+    link_entities_many(conn, [(memory_id, extract_entities(content, tags))], at)
+
+
+def link_entities_many(
+    conn: apsw.Connection, items: Sequence[tuple[str, Sequence[EntityMention]]], at: str
+) -> None:
+    """For each (memory id, its mentions), in order: resolve each mention to an entity (its
+    first alias that exists wins, else a new entity), give the entity the mention's missing
+    aliases, and link the memory to it. The existing aliases of every mention are read in one
+    statement and the resolution is replayed in Python, mention by mention, exactly as a
+    lookup-then-insert per mention would see it (a later mention, in this memory or a later
+    one, may resolve through an alias an earlier one just added); the new entities, aliases
+    and links are then written in one batch each. Bulk ingest passes a batch of rows whose
+    mentions its workers extracted; an add passes one."""
+    if not any(mentions for _, mentions in items):
         return
-    owner = graph.alias_owners(conn, list({a: None for m in mentions for a in m.aliases}))
+    aliases = list({a: None for _, mentions in items for m in mentions for a in m.aliases})
+    owner = graph.alias_owners(conn, aliases)
+    new_entities: list[tuple[str, str, str, str]] = []
     new_aliases: list[tuple[str, str]] = []
-    ids = []
-    for mention in mentions:
-        entity_id = next((owner[a] for a in mention.aliases if a in owner), None)
-        if entity_id is None:
-            entity_id = graph.create_entity(conn, mention.kind, mention.name, at)
-        for alias in mention.aliases:
-            if alias not in owner:  # ON CONFLICT DO NOTHING: an owned alias stays its owner's
-                owner[alias] = entity_id
-                new_aliases.append((alias, entity_id))
-        ids.append(entity_id)
+    links: list[tuple[str, str]] = []
+    for memory_id, mentions in items:
+        for mention in mentions:
+            entity_id = next((owner[a] for a in mention.aliases if a in owner), None)
+            if entity_id is None:
+                entity_id = str(uuid.uuid4())
+                new_entities.append((entity_id, mention.kind, mention.name, at))
+            for alias in mention.aliases:
+                if alias not in owner:  # ON CONFLICT DO NOTHING: an owned alias stays its owner's
+                    owner[alias] = entity_id
+                    new_aliases.append((alias, entity_id))
+            links.append((memory_id, entity_id))
+    graph.insert_entities(conn, new_entities)
     graph.insert_aliases(conn, new_aliases)
-    graph.link_memory_entities(conn, memory_id, ids)
+    graph.link_pairs(conn, links)
 
 
 def contradict(conn: apsw.Connection, a: str, b: str, at: str, score: float | None = None) -> bool:

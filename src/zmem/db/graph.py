@@ -70,13 +70,12 @@ def alias_owners(conn: apsw.Connection, aliases: Sequence[str]) -> dict[str, str
 _MAX_VARIABLES = 4096
 
 
-def create_entity(conn: apsw.Connection, kind: str, name: str, at: str) -> str:
-    entity_id = str(uuid.uuid4())
-    conn.execute(
-        "INSERT INTO entity (id, kind, name, created_at) VALUES (?, ?, ?, ?)",
-        (entity_id, kind, name, at),
-    )
-    return entity_id
+def insert_entities(conn: apsw.Connection, rows: Sequence[tuple[str, str, str, str]]) -> None:
+    """(id, kind, name, created_at) rows minted by the caller."""
+    if rows:
+        conn.executemany(
+            "INSERT INTO entity (id, kind, name, created_at) VALUES (?, ?, ?, ?)", rows
+        )
 
 
 def add_aliases(conn: apsw.Connection, entity_id: str, aliases: Iterable[str]) -> None:
@@ -95,13 +94,16 @@ def insert_aliases(conn: apsw.Connection, pairs: Sequence[tuple[str, str]]) -> N
 
 
 def link_memory_entities(conn: apsw.Connection, memory_id: str, entity_ids: Iterable[str]) -> None:
-    entity_ids = list(entity_ids)
-    if not entity_ids:
-        return
-    conn.executemany(
-        "INSERT INTO memory_entity (memory_id, entity_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-        [(memory_id, e) for e in entity_ids],
-    )
+    link_pairs(conn, [(memory_id, e) for e in entity_ids])
+
+
+def link_pairs(conn: apsw.Connection, pairs: Sequence[tuple[str, str]]) -> None:
+    """(memory id, entity id) links; an existing one is left as it is."""
+    if pairs:
+        conn.executemany(
+            "INSERT INTO memory_entity (memory_id, entity_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            pairs,
+        )
 
 
 def unlink_memory_entities(conn: apsw.Connection, memory_id: str) -> None:

@@ -141,6 +141,27 @@ def add_terms(
     )
 
 
+def add_terms_many(conn: apsw.Connection, rows: Iterable[tuple[int, str, str]]) -> None:
+    """add_terms for many (rowid, namespace, norm) rows with one statement per distinct term:
+    the same counts and posting lists, in the same order, as one add_terms per row. A term's n
+    new rows take its df to min(df + n, cap + 1); its posting list keeps all of them while the
+    total stays within the cap and is dropped (NULL) past it, as row by row would; a list
+    already dropped is not touched."""
+    grouped: dict[str, list[str]] = {}
+    for rowid, namespace, norm in rows:
+        rid = str(rowid)
+        for term in dedup_terms(namespace, norm.split()):
+            grouped.setdefault(term, []).append(rid)
+    cap = POSTINGS_CAP
+    conn.executemany(
+        "INSERT INTO term_df (term, df, posts) VALUES (?1, min(?2, ?4 + 1), "
+        "CASE WHEN ?2 <= ?4 THEN ?3 END) ON CONFLICT (term) DO UPDATE "
+        "SET df = min(df + ?2, ?4 + 1), posts = CASE WHEN df + ?2 <= ?4 THEN posts || ',' || ?3 "
+        "END WHERE posts IS NOT NULL",
+        [(t, len(rids), ",".join(rids), cap) for t, rids in grouped.items()],
+    )
+
+
 def get(conn: apsw.Connection, memory_id: str) -> Memory | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM memory WHERE id = ?", (memory_id,)).fetchone()
     return _row_to_memory(row) if row else None

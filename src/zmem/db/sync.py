@@ -88,64 +88,47 @@ def present_ids(conn: apsw.Connection, ids: Sequence[str]) -> set[str]:
     return set(namespaces_of(conn, ids))
 
 
-def restore(
+def restore_many(
     conn: apsw.Connection,
-    fields: dict[str, Any],
-    norm: str,
-    embedding: tuple[bytes, str] | None,
+    rows: Sequence[tuple[dict[str, Any], str, tuple[bytes, str] | None]],
     at: str,
-    saturated: frozenset[str] = frozenset(),
 ) -> None:
-    """Insert a row exactly as another store held it; a live row also gets its vector and its
-    dedup term counts (a tombstoned one is out of both pools, as tombstone() leaves it)."""
-    live = fields["superseded_at"] is None
-    blob, model = embedding if embedding is not None else (None, None)
-    conn.execute(
-        "INSERT INTO memory (id, content, content_norm, type, tags, namespace, signal, "
+    """Insert rows exactly as another store held them, given (fields, dedup norm, vector): one
+    statement per table for the whole batch. Live rows also get their vector and their dedup
+    term counts; a tombstoned one is out of both pools, as tombstone() leaves it. Row ids are
+    assigned here, after the largest, as SQLite would."""
+    if not rows:
+        return
+    first = conn.execute("SELECT coalesce(max(rid), 0) + 1 FROM memory").fetchone()[0]
+    values = []
+    vecs: list[tuple[int, str, bytes]] = []
+    terms: list[tuple[int, str, str]] = []
+    for rid, (f, norm, embedding) in enumerate(rows, first):
+        blob, model = embedding if embedding is not None else (None, None)
+        values.append((
+            rid, f["id"], f["content"], norm, f["type"], memories.join_tags(f["tags"]),
+            f["namespace"], f["signal"], f["confidence"], f["taint"], f["trust_score"],
+            f["source_ref"], f["source_hash"], f["ingestion_ts"], f["refreshed_at"],
+            f["valid_from"], f["valid_until"], f["superseded_at"], f["supersede_reason"],
+            f["update_of"], json.dumps(list(f["merged_from"])), f["retrieval_count"],
+            f["last_retrieved"], f["surfaced_count"], f["last_surfaced"], f["applied_count"],
+            f["violated_count"], blob, model, at if blob is not None else None,
+        ))  # fmt: skip
+        if f["superseded_at"] is None:
+            terms.append((rid, f["namespace"], norm))
+            if blob is not None:
+                vecs.append((rid, f["namespace"], blob))
+    conn.executemany(
+        "INSERT INTO memory (rid, id, content, content_norm, type, tags, namespace, signal, "
         "confidence, taint, trust_score, source_ref, source_hash, ingestion_ts, refreshed_at, "
         "valid_from, valid_until, superseded_at, supersede_reason, update_of, merged_from, "
         "retrieval_count, last_retrieved, surfaced_count, last_surfaced, applied_count, "
         "violated_count, embedding, embedding_model, embedded_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?)",
-        (
-            fields["id"],
-            fields["content"],
-            norm,
-            fields["type"],
-            memories.join_tags(fields["tags"]),
-            fields["namespace"],
-            fields["signal"],
-            fields["confidence"],
-            fields["taint"],
-            fields["trust_score"],
-            fields["source_ref"],
-            fields["source_hash"],
-            fields["ingestion_ts"],
-            fields["refreshed_at"],
-            fields["valid_from"],
-            fields["valid_until"],
-            fields["superseded_at"],
-            fields["supersede_reason"],
-            fields["update_of"],
-            json.dumps(list(fields["merged_from"])),
-            fields["retrieval_count"],
-            fields["last_retrieved"],
-            fields["surfaced_count"],
-            fields["last_surfaced"],
-            fields["applied_count"],
-            fields["violated_count"],
-            blob,
-            model,
-            at if blob is not None else None,
-        ),
+        f"VALUES ({', '.join('?' * 30)})",
+        values,
     )
-    if not live:
-        return
-    rowid = conn.last_insert_rowid()
-    if blob is not None:
-        vectors.put(conn, rowid, fields["namespace"], blob)
-    memories.add_terms(conn, rowid, fields["namespace"], norm, saturated)
+    vectors.put_many(conn, vecs)
+    memories.add_terms_many(conn, terms)
 
 
 def restore_tombstone(

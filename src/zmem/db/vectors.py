@@ -161,6 +161,21 @@ def put(conn: apsw.Connection, rid: int, namespace: str, blob: bytes) -> bool:
     return True
 
 
+def put_many(conn: apsw.Connection, rows: Sequence[tuple[int, str, bytes]]) -> bool:
+    """put() for many (rid, namespace, vector) rows in one statement (bulk ingest)."""
+    if not rows:
+        return True
+    _changed()
+    try:
+        conn.executemany(
+            f"INSERT OR REPLACE INTO {active(conn)} (rowid, namespace, embedding) VALUES (?, ?, ?)",
+            rows,
+        )
+    except apsw.Error:
+        return False
+    return True
+
+
 def delete(conn: apsw.Connection, memory_id: str) -> None:
     """Drop a tombstoned row's vector: the vector lane's pool is live rows only."""
     _changed()

@@ -45,8 +45,10 @@ class Handoff:
         allow_tombstones: bool = False,
         capture_mode: str | None = None,
         progress: Callable[[int, int], None] | None = None,
+        workers: int | None = None,
     ) -> Any:
-        """Restore an export-jsonl file: bad lines are counted and named, the rest land."""
+        """Restore an export-jsonl file: bad lines are counted and named, the rest land.
+        `workers`: processes preparing lines (default: up to 4, one per core)."""
         from zmem.sync.ingest import ingest
 
         mode = capture_mode or self.settings.capture_mode
@@ -55,7 +57,7 @@ class Handoff:
         return ingest(
             self._conn, self.vectors, Path(path).expanduser(), now=config.now_iso(),
             capture_mode=mode, source_ref=source_ref, allow_tombstones=allow_tombstones,
-            progress=progress,
+            progress=progress, workers=workers,
         )  # fmt: skip
 
     def export_pack(

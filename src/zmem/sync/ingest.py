@@ -1,14 +1,14 @@
-"""ingest-jsonl: validate every line first (a bad one is reported by its number and never
-lands), run each row through the capture policy, then restore rows in bounded transactions
-with their vectors computed outside the write lock, the next batch's while this one commits.
-Links, episodes and memberships follow once every row has landed. Deterministic state restore:
-no trust deltas, no link generation, and the same file ingested twice changes nothing."""
+"""ingest-jsonl: every line validated and put through the capture policy before it can land
+(sync.prepare, in worker processes for a big file; a bad line is reported by its number and
+never lands), rows restored in bounded transactions with their vectors computed outside the
+write lock, the next batch's while this one commits. Links, episodes and memberships follow
+once every row has landed. Deterministic state restore: no trust deltas, no link generation,
+and the same file ingested twice changes nothing."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,18 +20,15 @@ from zmem.capture.source import normalize_source_ref
 from zmem.capture.writer import DEDUP_THRESHOLD
 from zmem.db import graph, vectors
 from zmem.db import sync as sync_db
-from zmem.errors import Refusal, UsageError
 from zmem.maintenance import bounded
-from zmem.models import REDACTED_TAG, worst_taint
+from zmem.models import worst_taint
+from zmem.sync import prepare
 from zmem.sync.records import (
-    BadRecord,
     EpisodeRecord,
     MembershipRecord,
     MemoryRecord,
     memory_record,
-    parse,
 )
-from zmem.tokens import similarity_norm
 
 # Rows per write transaction. A batch holds the write lock ~0.3 s (the capture policy ran
 # before, the model works on the next batch meanwhile), so an add beside an ingest waits that
@@ -76,103 +73,6 @@ class IngestReport:
         return asdict(self)
 
 
-@dataclass
-class _Parsed:
-    rows: list[MemoryRecord] = field(default_factory=list)
-    episodes: list[EpisodeRecord] = field(default_factory=list)
-    members: list[MembershipRecord] = field(default_factory=list)
-
-
-def read(
-    path: Path, report: IngestReport, now: str, capture_mode: str, source_ref: str | None
-) -> _Parsed:
-    """Every line validated and put through the capture policy, before anything is written."""
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    parsed = _Parsed()
-    seen: dict[tuple[str, str], int] = {}
-    with handle:
-        for number, raw in enumerate(handle, 1):
-            if not raw.strip():
-                continue
-            report.lines += 1
-            try:
-                record = parse(json.loads(raw.decode("utf-8")), number, now)
-                key = _identity(record)
-                if key in seen:
-                    raise BadRecord(f"repeats the {key[0]} of line {seen[key]}")
-                if isinstance(record, MemoryRecord):
-                    _apply_policy(record, capture_mode, source_ref, report)
-            except UnicodeDecodeError:
-                report.malformed += 1
-                report.fail(number, "not UTF-8 text")
-                continue
-            except ValueError as exc:  # BadRecord, and JSONDecodeError
-                report.malformed += 1
-                report.fail(number, str(exc) if isinstance(exc, BadRecord) else f"not JSON: {exc}")
-                continue
-            except UsageError as exc:
-                report.malformed += 1
-                report.fail(number, str(exc))
-                continue
-            except Refusal as exc:
-                report.capture_refused += 1
-                report.fail(number, str(exc))
-                continue
-            seen[key] = number
-            if isinstance(record, MemoryRecord):
-                parsed.rows.append(record)
-                for reason in record.bad_links:
-                    report.links_skipped += 1
-                    report.fail(number, reason)
-            elif isinstance(record, EpisodeRecord):
-                parsed.episodes.append(record)
-            else:
-                parsed.members.append(record)
-    return parsed
-
-
-def _identity(record: Any) -> tuple[str, str]:
-    if isinstance(record, MemoryRecord):
-        return ("memory id", record.fields["id"])
-    if isinstance(record, EpisodeRecord):
-        return ("episode id", record.episode.id)
-    return ("membership", f"{record.episode_id}/{record.memory_id}")
-
-
-def _apply_policy(
-    record: MemoryRecord, capture_mode: str, source_ref: str | None, report: IngestReport
-) -> None:
-    """The add path's capture policy on a remote row: namespace guard, enums, content cap,
-    redaction (auto), injection tagging. The row keeps its recorded file hash: the file it
-    names may not exist on this machine."""
-    f = record.fields
-    row = policy.prepare(
-        f["content"],
-        namespace=f["namespace"],
-        type=f["type"],
-        tags=f["tags"],
-        signal=f["signal"],
-        taint=f["taint"],
-        source_ref=source_ref if source_ref is not None else f["source_ref"],
-        confidence=f["confidence"],
-        capture_mode=capture_mode,
-        hash_source=False,
-    )
-    kinds = {w["type"] for w in row.warnings}
-    report.redacted += "redacted" in kinds or REDACTED_TAG in row.tags
-    report.injection_risk += "injection_risk" in kinds
-    f.update(
-        content=row.content,
-        tags=row.tags,
-        source_ref=row.source_ref,
-        confidence=row.confidence,
-        taint=row.taint,
-    )
-
-
 class _Ingest:
     def __init__(
         self,
@@ -191,28 +91,33 @@ class _Ingest:
         self.alias: dict[str, str] = {}  # a folded remote id -> the local row it folded into
         self.check_dups = vectors.live_count(conn) > 0
         self.semantic = store_vectors.semantic()
-        self.present: set[str] = set()  # ids of the file this store held before the run
+        self.model = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zmem-ingest")
+        self.pending: tuple[list[MemoryRecord], Future] | None = None
 
-    def rows(self, rows: Sequence[MemoryRecord], progress: Callable[[int, int], None] | None):
-        batches = [rows[i : i + BATCH] for i in range(0, len(rows), BATCH)]
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="zmem-ingest") as pool:
-            pending = pool.submit(self._embed, batches[0]) if batches else None
-            done = 0
-            for i, batch in enumerate(batches):
-                assert pending is not None
-                vecs = pending.result()
-                if i + 1 < len(batches):  # the model works on the next batch while this commits
-                    pending = pool.submit(self._embed, batches[i + 1])
-                bounded.commit(self.conn, lambda conn, b=batch, v=vecs: self._write(b, v))
-                done += len(batch)
-                if progress:
-                    progress(done, len(rows))
+    def feed(self, batch: list[MemoryRecord]) -> None:
+        """Queue a batch: the model embeds it on its thread while the previous one commits."""
+        # Ids already here need no vector (a re-ingest embeds nothing); read before the batch
+        # is submitted, so the model's thread never touches the store.
+        present = sync_db.present_ids(self.conn, [r.fields["id"] for r in batch])
+        future = self.model.submit(self._embed, batch, present)
+        self.drain()
+        self.pending = (batch, future)
 
-    def _embed(self, batch: Sequence[MemoryRecord]) -> list[Any]:
-        """Vectors for the live rows this store does not hold yet (a re-ingest embeds nothing)."""
+    def drain(self) -> None:
+        if self.pending is None:
+            return
+        batch, future = self.pending
+        self.pending = None
+        vecs = future.result()
+        bounded.commit(self.conn, lambda conn: self._write(batch, vecs))
+
+    def close(self) -> None:
+        self.model.shutdown(wait=True)
+
+    def _embed(self, batch: Sequence[MemoryRecord], present: set[str]) -> list[Any]:
         todo = [
             i for i, r in enumerate(batch)
-            if r.fields["superseded_at"] is None and r.fields["id"] not in self.present
+            if r.fields["superseded_at"] is None and r.fields["id"] not in present
         ]  # fmt: skip
         out: list[Any] = [None] * len(batch)
         texts = [batch[i].fields["content"] for i in todo]
@@ -221,7 +126,16 @@ class _Ingest:
         return out
 
     def _write(self, batch: Sequence[MemoryRecord], vecs: Sequence[Any]) -> None:
+        """One transaction: decide each row in file order, then insert the new ones and link
+        their entities with one statement per table."""
         local = sync_db.existing(self.conn, [r.fields["id"] for r in batch])
+        # Whether this store takes these vectors (one check a batch, not a pragma a row): all of
+        # a batch come from one model.
+        probe = next((v for v in vecs if v is not None), None)
+        if probe is not None and self.vectors.for_write(probe) is None:
+            vecs = [None] * len(batch)
+        new: list[tuple[dict[str, Any], str, Any]] = []
+        mentions: list[tuple[str, Any]] = []
         for record, vec in zip(batch, vecs, strict=True):
             f = record.fields
             mine = local.get(f["id"])
@@ -229,18 +143,19 @@ class _Ingest:
                 self._known(mine, f)
                 continue
             live = f["superseded_at"] is None
-            norm = similarity_norm(f["content"]) if live else ""
-            vec = self.vectors.for_write(vec) if live else None
-            saturated: frozenset[str] = frozenset()
+            # Only rows that were here before the run can be twins, so the rows of this batch
+            # need not be in the indexes yet when a later one looks.
             if live and self.check_dups:
-                twin, saturated = self._twin(f, norm, vec)
+                twin = self._twin(f, record.norm, vec)
                 if twin is not None:
                     self._fold(twin, f)
                     continue
-            sync_db.restore(self.conn, f, norm, vec, self.now, saturated)
-            writer.link_entities(self.conn, f["id"], f["content"], f["tags"], self.now)
+            new.append((f, record.norm, vec))
+            mentions.append((f["id"], record.mentions))
             self.inserted.add(f["id"])
-            self.report.inserted += 1
+        sync_db.restore_many(self.conn, new, self.now)
+        writer.link_entities_many(self.conn, mentions, self.now)
+        self.report.inserted += len(new)
 
     def _known(self, mine: Any, f: dict[str, Any]) -> None:
         if f["superseded_at"] is not None and mine.live:
@@ -259,11 +174,11 @@ class _Ingest:
         else:
             self.report.conflicts += 1
 
-    def _twin(self, f: dict[str, Any], norm: str, vec: Any) -> tuple[Any, frozenset[str]]:
+    def _twin(self, f: dict[str, Any], norm: str, vec: Any) -> Any:
         """A live row that was here before this run and says the same thing with the same
         polarity and numbers. Rows of this file never fold into each other: the store they came
         from kept them apart."""
-        neighbours, saturated = writer.find_neighbours(
+        neighbours, _ = writer.find_neighbours(
             self.conn, f["content"], norm, f["namespace"], DEDUP_THRESHOLD, (), vec,
             self.semantic,
         )  # fmt: skip
@@ -271,9 +186,9 @@ class _Ingest:
             if n.similarity < DEDUP_THRESHOLD or n.candidate.id in self.inserted:
                 continue
             if n.same_polarity and n.same_numbers:
-                return n.candidate, saturated
+                return n.candidate
             # Contradictions never merge, on any surface: the remote row lands as its own.
-        return None, saturated
+        return None
 
     def _fold(self, twin: Any, f: dict[str, Any]) -> None:
         tags = policy.merge_tags(twin.tags, f["tags"])
@@ -285,11 +200,11 @@ class _Ingest:
 
     # ---- after every row -----------------------------------------------------------------
 
-    def links(self, rows: Sequence[MemoryRecord]) -> None:
+    def links(self, outgoing: Sequence[tuple[str, list[dict[str, Any]]]]) -> None:
         edges = [
-            (self.alias.get(r.fields["id"], r.fields["id"]), self.alias.get(k["dst"], k["dst"]), k)
-            for r in rows
-            for k in r.links
+            (self.alias.get(src, src), self.alias.get(k["dst"], k["dst"]), k)
+            for src, links in outgoing
+            for k in links
         ]
         for start in range(0, len(edges), LINK_BATCH):
             chunk = edges[start : start + LINK_BATCH]
@@ -336,6 +251,14 @@ class _Ingest:
             bounded.commit(self.conn, apply)
 
 
+def _identity(record: Any) -> tuple[str, str]:
+    if isinstance(record, MemoryRecord):
+        return ("memory id", record.fields["id"])
+    if isinstance(record, EpisodeRecord):
+        return ("episode id", record.episode.id)
+    return ("membership", f"{record.episode_id}/{record.memory_id}")
+
+
 def ingest(
     conn: apsw.Connection,
     store_vectors: Any,
@@ -346,16 +269,59 @@ def ingest(
     source_ref: str | None = None,
     allow_tombstones: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    workers: int | None = None,
 ) -> IngestReport:
     report = IngestReport()
     if source_ref is not None:
         source_ref = normalize_source_ref(source_ref)  # a bad override refuses the whole run
-    parsed = read(path, report, now, capture_mode, source_ref)
+    total = prepare.count_lines(path)
+    workers = prepare.default_workers() if workers is None else workers
     job = _Ingest(conn, store_vectors, report, allow_tombstones, now)
-    # Read once, before any batch: the embedding thread must not query the store while the
-    # main thread holds the write lock, and ids new at the start are the ones worth a vector.
-    job.present = sync_db.present_ids(conn, [r.fields["id"] for r in parsed.rows])
-    job.rows(parsed.rows, progress)
-    job.links(parsed.rows)
-    job.episodes(parsed.episodes, parsed.members)
+    seen: dict[tuple[str, str], int] = {}
+    outgoing: list[tuple[str, list[dict[str, Any]]]] = []
+    episodes: list[EpisodeRecord] = []
+    members: list[MembershipRecord] = []
+    batch: list[MemoryRecord] = []
+    try:
+        for chunk in prepare.prepared(path, now, capture_mode, source_ref, workers, total):
+            for number, status, record in chunk:
+                report.lines += 1
+                if status != "ok":
+                    if status == "refused":
+                        report.capture_refused += 1
+                    else:
+                        report.malformed += 1
+                    report.fail(number, record)
+                    continue
+                key = _identity(record)
+                if key in seen:
+                    report.malformed += 1
+                    report.fail(number, f"repeats the {key[0]} of line {seen[key]}")
+                    continue
+                seen[key] = number
+                if isinstance(record, EpisodeRecord):
+                    episodes.append(record)
+                elif isinstance(record, MembershipRecord):
+                    members.append(record)
+                else:
+                    report.redacted += record.redacted
+                    report.injection_risk += record.injection
+                    for reason in record.bad_links:
+                        report.links_skipped += 1
+                        report.fail(number, reason)
+                    if record.links:
+                        outgoing.append((record.fields["id"], record.links))
+                    batch.append(record)
+                    if len(batch) == BATCH:
+                        job.feed(batch)
+                        batch = []
+            if progress and chunk:
+                progress(min(chunk[-1][0], total), total)
+        if batch:
+            job.feed(batch)
+        job.drain()
+    finally:
+        job.close()
+    job.links(outgoing)
+    job.episodes(episodes, members)
     return report

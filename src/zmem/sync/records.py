@@ -75,6 +75,11 @@ class MemoryRecord:
     fields: dict[str, Any]  # Memory's fields, validated; content/tags before the policy
     links: list[dict[str, Any]] = field(default_factory=list)
     bad_links: list[str] = field(default_factory=list)
+    # Set by sync.prepare after the capture policy: what the writer needs without recomputing.
+    norm: str = ""  # similarity_norm of a live row's content
+    mentions: tuple[Any, ...] = ()  # extract_entities(content, tags)
+    redacted: bool = False
+    injection: bool = False
 
 
 @dataclass
