@@ -567,3 +567,35 @@ def test_codex_checkout_hooks_without_a_plugin(tmp_path_factory):
     for event in ("SessionStart", "UserPromptSubmit"):
         assert [r["reason"] for r in world.logged("codex", event)] == ["injected"], s.where()
     assert any(SKILL_LINE in t and MARKER in t for t in developer_texts(s.turn_requests()[0]))
+
+
+# ---- the turn-end reflection ---------------------------------------------------------------
+
+FAILING_COMMAND = "ls /zmem-live-missing-dir"
+REFLECTION = "ZMem reflection:"
+
+
+@needs_claude
+def test_claude_stop_reflects_once_after_a_failed_tool_call(tmp_path_factory):
+    """Claude Code reports the failed Bash call as PostToolUseFailure; the Stop hook's
+    decision:block makes it call the model once more with the question, and the Stop after
+    that (stop_hook_active) stays silent."""
+    world = World(tmp_path_factory.mktemp("claude-reflect"))
+    s = run_claude(world, PROMPT, "--allowedTools", "Bash", tool_command=FAILING_COMMAND)
+    assert len(world.logged("claude", "PostToolUseFailure")) == 1, s.where()
+    stops = [r["reason"] for r in world.logged("claude", "Stop")]
+    assert stops == ["reflect", "skipped"], s.where()
+    assert sum(REFLECTION in b for b in s.turn()) == 1, s.where()
+
+
+@needs_codex
+def test_codex_stop_reflects_once_after_a_failed_tool_call(codex_world):
+    world, home = codex_world
+    world.clear_log()
+    s = run_codex(world, home, PROMPT, tool_command=FAILING_COMMAND)
+    post = world.logged("codex", "PostToolUse")
+    assert len(post) == 1, s.where()
+    stops = [r["reason"] for r in world.logged("codex", "Stop")]
+    assert stops[:1] == ["reflect"] and "reflect" not in stops[1:], s.where()
+    assert "hook: Stop Completed" in s.done.stderr or "hook: Stop" in s.done.stderr, s.where()
+    assert any(REFLECTION in b for b in s.bodies()), s.where()

@@ -129,3 +129,29 @@ def test_failures_command(run_cli, tmp_path):
     missing = run_cli("failures", "--session", SID, "--transcript", str(tmp_path / "nope"))
     assert missing.exit_code == 2
     assert run_cli("failures").exit_code == 2  # --session is required
+
+
+def rollout(path: Path, *, at: str, code: int, command: str) -> Path:
+    """A Codex rollout line as Codex 0.171 writes a finished command (tests/test_live_hosts.py
+    runs the real one)."""
+    item = {"type": "CommandExecution", "id": "call_1", "command": ["/bin/bash", "-lc", command],
+            "status": "failed" if code else "completed", "exit_code": code,
+            "aggregated_output": "token=SECRET-VALUE-123"}  # fmt: skip
+    entry = {"timestamp": at, "type": "event_msg",
+             "payload": {"type": "item_completed", "item": item}}  # fmt: skip
+    path.write_text(json.dumps(entry) + "\n" + "garbage CommandExecution\n")
+    return path
+
+
+def test_codex_failures_come_from_its_rollout(run_cli, tmp_path):
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    ok = rollout(tmp_path / "ok.jsonl", at=now, code=0, command="pytest -x")
+    assert stop(run_cli, "codex", tmp_path, transcript_path=str(ok)) == ""
+    bad = rollout(tmp_path / "bad.jsonl", at=now, code=2,
+                  command="pytest -x --token=SECRET-VALUE-123")  # fmt: skip
+    doc = json.loads(stop(run_cli, "codex", tmp_path, transcript_path=str(bad)))
+    assert "1 failed tool call(s) (pytest)" in doc["reason"]
+    assert "SECRET" not in doc["reason"]  # only allowlisted command tokens, never values
+    listed = json.loads(run_cli("failures", "--session", SID, "--transcript", str(bad),
+                                "--json").stdout)  # fmt: skip
+    assert [i["detail"] for i in listed["items"]] == ["pytest"]

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 HOSTS = ("claude", "codex", "zcode")
 
 # Events each host can send, spelled as the host spells them (Claude's spelling is canonical).
-# Claude Code and Codex send the same nine events.
+# Claude Code and Codex share nine events; Claude Code reports a failed tool call (a Bash
+# command that exits non-zero included) as PostToolUseFailure, never as PostToolUse.
 _CLAUDE_CODEX_EVENTS = frozenset(
     {
         "SessionStart",
@@ -30,7 +31,7 @@ _CLAUDE_CODEX_EVENTS = frozenset(
     }
 )
 HOST_EVENTS: dict[str, frozenset[str]] = {
-    "claude": _CLAUDE_CODEX_EVENTS,
+    "claude": _CLAUDE_CODEX_EVENTS | {"PostToolUseFailure"},
     "codex": _CLAUDE_CODEX_EVENTS,
     # ZCode supports exactly seven events (spec, inject surface parity); PermissionRequest and
     # PostToolUseFailure exist there but ZMem has nothing to do on them.

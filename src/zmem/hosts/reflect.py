@@ -1,9 +1,10 @@
 """A session's failures, and the Stop / SubagentStop reflection built on them: failed tool calls
-from the ops ring, and tool calls the user rejected, read from a Claude Code transcript (the
-only host format parsed). At turn end, once per new batch of failures, the reflection asks the
-agent whether one of them taught a reusable lesson; it never fires twice for the same failures
-and never while the host reports the agent already continuing from a stop hook. Standard
-library only: the hook client runs it."""
+from the ops ring (and, on Codex, whose PostToolUse carries no exit code, from the session's
+rollout file), and tool calls the user rejected, read from a Claude Code transcript. At turn
+end, once per new batch of failures, the reflection asks the agent whether one of them taught a
+reusable lesson; it never fires twice for the same failures and never while the host reports
+the agent already continuing from a stop hook. Standard library only: the hook client runs
+it."""
 
 from __future__ import annotations
 
@@ -106,10 +107,47 @@ def transcript_rejections(path: str | None, since: float) -> list[dict[str, Any]
     return out
 
 
+def rollout_failures(path: str | None, since: float) -> list[dict[str, Any]]:
+    """Commands a Codex rollout records as exited non-zero (its `item_completed` events of
+    type CommandExecution). Only the command's allowlisted tokens are kept, as the ring keeps
+    them: never argument values."""
+    if not path:
+        return []
+    out = []
+    for line in _tail_lines(path):
+        if "CommandExecution" not in line:
+            continue
+        try:
+            entry = json.loads(line)
+            item = entry["payload"]["item"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if not isinstance(item, dict) or item.get("type") != "CommandExecution":
+            continue
+        code = item.get("exit_code")
+        if not (isinstance(code, int) and code != 0) and item.get("status") != "failed":
+            continue
+        at = _epoch(entry.get("timestamp"))
+        if at is None or at <= since:
+            continue
+        command = item.get("command")
+        text = command[-1] if isinstance(command, list) and command else command
+        tokens = opsring.command_tokens(text) if isinstance(text, str) else []
+        out.append({"kind": "tool_failure", "at": int(at), "tool": "Bash",
+                    "detail": " ".join(tokens)})  # fmt: skip
+    return out
+
+
 def session_failures(
     data_dir: Path, session_id: str, transcript: str | None, since: float
 ) -> list[dict[str, Any]]:
-    found = ring_failures(data_dir, session_id, since) + transcript_rejections(transcript, since)
+    """The ring's failed calls, plus what the transcript shows: a Claude Code transcript's
+    rejected calls, a Codex rollout's failed commands (each parser skips the other's lines)."""
+    found = (
+        ring_failures(data_dir, session_id, since)
+        + transcript_rejections(transcript, since)
+        + rollout_failures(transcript, since)
+    )
     return sorted(found, key=lambda f: f["at"])
 
 
@@ -141,7 +179,7 @@ def reflect(data_dir: Path, ev: HookEvent, enabled: bool, now: float | None = No
         return Outcome(reason="skipped", fields={"why": "stop-hook-active"})
     now = time.time() if now is None else now
     since = max(_last_reflected(data_dir, sid), now - WINDOW_S)
-    transcript = ev.transcript_path if ev.host == "claude" else None
+    transcript = ev.transcript_path if ev.host in ("claude", "codex") else None
     found = session_failures(data_dir, sid, transcript, since)
     if not found:
         return Outcome(reason="no-failures")
