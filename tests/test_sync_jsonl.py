@@ -357,3 +357,41 @@ def test_worker_processes_prepare_what_this_process_would(store, tmp_path, monke
         outputs.append((report.inserted, report.malformed, [e["line"] for e in report.errors],
                         lines))  # fmt: skip
     assert outputs[0] == outputs[1] and outputs[0][0] == 40 and outputs[0][2] == [41, 42]
+
+
+def test_an_interrupted_ingest_is_finished_by_running_it_again(tmp_path, monkeypatch):
+    from zmem.db import sync as sync_db
+    from zmem.sync import ingest
+
+    monkeypatch.setenv("ZMEM_TEST_NOW", "2026-06-01T00:00:00Z")
+    monkeypatch.setattr(ingest, "BATCH", 5)
+    records = [{"id": f"i{i}", "content": f"Note {i}: the cache for service{i} is warm",
+                "type": "fact", "namespace": "project:t",
+                "links": [{"dst": f"i{(i + 1) % 12}", "relation": "related"}]}
+               for i in range(12)]  # fmt: skip
+    path = write_jsonl(tmp_path / "r.jsonl", records)
+    real, calls = sync_db.restore_many, []
+
+    def dies_on_the_second_batch(*args, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("killed")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sync_db, "restore_many", dies_on_the_second_batch)
+    target = tmp_path / "t.sqlite"
+    with MemoryStore.open(target, create=True) as s:
+        with pytest.raises(RuntimeError):
+            s.ingest_jsonl(path)
+        assert len(s.list(namespace="project:t")) == 5  # the first batch committed, whole
+    monkeypatch.setattr(sync_db, "restore_many", real)
+    with MemoryStore.open(target) as s:
+        report = s.ingest_jsonl(path)
+        assert (report.inserted, report.unchanged, report.links_added) == (7, 5, 12)
+        again: list[str] = []
+        s.export_jsonl(again.append)
+    with MemoryStore.open(tmp_path / "clean.sqlite", create=True) as s:
+        s.ingest_jsonl(path)
+        clean: list[str] = []
+        s.export_jsonl(clean.append)
+    assert again == clean

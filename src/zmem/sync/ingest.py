@@ -282,8 +282,9 @@ def ingest(
     episodes: list[EpisodeRecord] = []
     members: list[MembershipRecord] = []
     batch: list[MemoryRecord] = []
+    chunks = prepare.prepared(path, now, capture_mode, source_ref, workers, total)
     try:
-        for chunk in prepare.prepared(path, now, capture_mode, source_ref, workers, total):
+        for chunk in chunks:
             for number, status, record in chunk:
                 report.lines += 1
                 if status != "ok":
@@ -321,6 +322,7 @@ def ingest(
             job.feed(batch)
         job.drain()
     finally:
+        chunks.close()  # stops the workers now, not when the generator is collected
         job.close()
     job.links(outgoing)
     job.episodes(episodes, members)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -113,8 +114,18 @@ def prepared(
         yield from map(prepare_chunk, jobs)
         return
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start)
+    try:
         yield from pool.map(prepare_chunk, jobs)
+    finally:
+        # An ingest that stops early (an error, Ctrl-C) must not wait for the rest of the file.
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _worker_start() -> None:
+    # Ctrl-C is the writer's to handle: it stops the run and shuts the workers down, and a
+    # traceback from every worker would bury its one-line message.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def default_workers() -> int:
