@@ -180,17 +180,21 @@ def _trim(path: Path) -> None:
 
 
 def recent_lines(data_dir: Path, session_id: str) -> list[str]:
-    path = ring_path(data_dir, session_id)
+    return tail_lines(ring_path(data_dir, session_id), _TAIL_READ)
+
+
+def tail_lines(path: Path | str, limit: int) -> list[str]:
+    """The whole lines in the last `limit` bytes of a file; [] when it cannot be read."""
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
-            fh.seek(max(0, size - _TAIL_READ))
+            fh.seek(max(0, size - limit))
             raw = fh.read().decode("utf-8", errors="replace")
     except OSError:
         return []
     lines = raw.splitlines()
-    if size > _TAIL_READ and lines:
+    if size > limit and lines:
         lines = lines[1:]  # the first line may be cut mid-way
     return lines
 

@@ -55,19 +55,6 @@ def _epoch(stamp: Any) -> float | None:
         return None
 
 
-def _tail_lines(path: str) -> list[str]:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - TRANSCRIPT_TAIL))
-            raw = fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return []
-    lines = raw.splitlines()
-    return lines[1:] if size > TRANSCRIPT_TAIL and lines else lines
-
-
 def _result_text(item: Any) -> str:
     content = item.get("content")
     if isinstance(content, str):
@@ -83,7 +70,7 @@ def transcript_rejections(path: str | None, since: float) -> list[dict[str, Any]
     if not path:
         return []
     out = []
-    for line in _tail_lines(path):
+    for line in opsring.tail_lines(path, TRANSCRIPT_TAIL):
         if "tool_result" not in line:
             continue
         try:
@@ -114,7 +101,7 @@ def rollout_failures(path: str | None, since: float) -> list[dict[str, Any]]:
     if not path:
         return []
     out = []
-    for line in _tail_lines(path):
+    for line in opsring.tail_lines(path, TRANSCRIPT_TAIL):
         if "CommandExecution" not in line:
             continue
         try:
