@@ -108,6 +108,21 @@ def derive(cwd: str | Path | None) -> str:
     return f"project:{name}"
 
 
+def checkout_namespace(cwd: str | Path | None) -> tuple[str, Path] | None:
+    """(the namespace the hooks derive, the checkout root) when cwd is inside a git checkout;
+    None elsewhere, where no project is implied."""
+    if not cwd:
+        return None
+    try:
+        root, gitdir = find_checkout(cwd)
+        marked = (root / ".git").exists()
+    except OSError:
+        return None
+    if gitdir is None and not marked:
+        return None
+    return derive(cwd), root
+
+
 def migration_pairs(raw: str | None, namespace: str) -> list[str]:
     """Legacy keys ZMEM_NS_MIGRATION_MAP says belong to this namespace: entries whose checkout
     path derives to it. A malformed map yields nothing (a hook must not fail over it)."""

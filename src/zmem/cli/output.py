@@ -63,6 +63,12 @@ def describe_warning(w: Mapping[str, Any]) -> str:
         )
     if kind == "controls_stripped":
         return f"removed {w['count']} control character(s) or escape sequence(s) from the content"
+    if kind == "below_recall_floor":
+        return (
+            f"confidence {w['confidence']:.2f} (signal {w['signal']}) is under the recall floor "
+            f"{w['floor']:.2f}: recall and the hooks will not show this memory; ground it with "
+            "--signal test|compile|lint|reviewer|user (search --text still finds it)"
+        )
     if kind == "source_unreadable":
         return f"source file {w['path']} cannot be opened; no content hash recorded"
     return json.dumps(dict(w))
@@ -212,6 +218,22 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
             bar.update(done, total)
     finally:
         bar.close()
+
+
+def where_text(d: Mapping[str, Any]) -> str:
+    if d["namespace"]:
+        ns = f"namespace   {d['namespace']}  (checkout {d['checkout']})"
+    else:
+        ns = "namespace   none: not in a git checkout (pass --namespace, or run this in a repo)"
+    lines = [ns, f"store       {d['store']}" + ("" if d["store_exists"] else "  (not created yet)")]
+    if d["store_exists"]:
+        held = f"{d['live_in_global']} in user:global"
+        if d["namespace"]:
+            held = f"{d['live_in_namespace']} in this namespace, " + held
+        lines.append(f"memories    {held}")
+    lines.append(f"data dir    {d['data_dir']}")
+    lines.append(f"embeddings  {d['embed_profile']}; capture mode {d['capture_mode']}")
+    return "\n".join(lines)
 
 
 def ingest_text(r: Mapping[str, Any]) -> str:

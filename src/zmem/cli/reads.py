@@ -3,12 +3,15 @@ contradict, entity-list, entity-merge."""
 
 from __future__ import annotations
 
+import os
+
 import click
 
+from zmem.capture.project_namespace import checkout_namespace
 from zmem.capture.source import source_state
-from zmem.cli import cli, output
+from zmem.cli import cli, output, scope
 from zmem.errors import UsageError
-from zmem.models import ENTITY_KINDS, LINK_RELATIONS, MAX_LIMIT, MEMORY_TYPES
+from zmem.models import ENTITY_KINDS, GLOBAL_NAMESPACE, LINK_RELATIONS, MAX_LIMIT, MEMORY_TYPES
 
 
 @cli.command()
@@ -23,15 +26,21 @@ def get(obj, memory_id):
 
 
 @cli.command("list")
-@click.option("--namespace", default=None, help="Only this namespace (and its old aliases).")
-@click.option("--type", "type_", type=click.Choice(MEMORY_TYPES), default=None)
+@click.option(
+    "--namespace", default=None,
+    help="Only this namespace (and its old aliases). Default inside a git checkout: the "
+    "checkout's; elsewhere every namespace.",
+)  # fmt: skip
+@click.option("--all-namespaces", is_flag=True, help="Every namespace, even in a checkout.")
+@click.option("--type", "type_", type=click.Choice(MEMORY_TYPES), default=None, help="Only this.")
 @click.option("--include-superseded", is_flag=True, help="Also show tombstoned history rows.")
 @click.option("--as-of", default=None, help="Point in time (ISO-8601): rows valid then.")
 @click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=None)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def list_(obj, namespace, type_, include_superseded, as_of, limit, as_json):
+def list_(obj, namespace, all_namespaces, type_, include_superseded, as_of, limit, as_json):
     """List memories, newest first."""
+    namespace, _ = scope.for_read(namespace, all_namespaces)
     store = obj.store()
     rows = store.list(
         namespace=namespace,
@@ -164,3 +173,38 @@ def entity_merge(obj, source, target, confirm, as_json):
         f"  memory links moved: {plan.links_moved}; already on target: {plan.link_collisions}"
     )
     output.emit(f"  {'deleted' if plan.applied else 'would delete'} entity {plan.source.id}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the same facts as one JSON object.")
+@click.pass_obj
+def where(obj, as_json):
+    """Which namespace and store this directory means, and what the store holds for it.
+
+    Inside a git checkout the namespace is the one the hooks derive (from the origin remote,
+    else the folder name); `add`, `recall`, `search`, `recent` and `list` use it when
+    --namespace is not given. Opens the store read-only, and only if it exists.
+    """
+    settings = obj.settings()
+    found = checkout_namespace(os.getcwd())
+    namespace, root = found if found is not None else (None, None)
+    doc = {
+        "cwd": os.getcwd(),
+        "checkout": str(root) if root else None,
+        "namespace": namespace,
+        "store": str(settings.store_path),
+        "store_exists": settings.store_path.exists(),
+        "data_dir": str(settings.data_dir),
+        "embed_profile": settings.embed_profile,
+        "capture_mode": settings.capture_mode,
+        "live_in_namespace": None,
+        "live_in_global": None,
+    }
+    if doc["store_exists"]:
+        counts = obj.store().stats()["by_namespace"]
+        doc["live_in_namespace"] = counts.get(namespace, 0) if namespace else None
+        doc["live_in_global"] = counts.get(GLOBAL_NAMESPACE, 0)
+    if as_json:
+        output.emit_json(doc)
+        return
+    output.emit(output.where_text(doc))

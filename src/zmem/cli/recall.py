@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from zmem.cli import cli, output
+from zmem.cli import cli, output, scope
 from zmem.cli.writes import read_content
 from zmem.models import MAX_LIMIT
 from zmem.retrieval.request import RecallRequest
@@ -15,7 +15,13 @@ _SCOPE_OPTIONS = [
         "--namespace",
         default=None,
         help="Tier to read, e.g. project:<name> or user:global (plus its migration aliases). "
-        "Default: every namespace.",
+        "Default inside a git checkout: the checkout's, with user:global, as the hooks read; "
+        "elsewhere every namespace.",
+    ),
+    click.option(
+        "--all-namespaces",
+        is_flag=True,
+        help="Read every namespace, even inside a git checkout.",
     ),
     click.option(
         "--include-global",
@@ -125,9 +131,15 @@ def recall(obj, query, as_json, explain, target, **options):
 
 
 def _request(kind: str, query: str, options: dict, **fixed) -> RecallRequest:
-    """The command's options as the library's request: --no-bump is what it calls passive."""
+    """The command's options as the library's request: --no-bump is what it calls passive. With
+    no namespace inside a checkout it reads as the hooks do: the checkout's and user:global."""
     options = dict(options, **fixed)
     options["passive"] = options.pop("no_bump")
+    options["namespace"], derived = scope.for_read(
+        options["namespace"], options.pop("all_namespaces")
+    )
+    if derived:
+        options["include_global"] = True
     return RecallRequest(query=query, kind=kind, **options)
 
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from zmem.cli import cli, output
+from zmem.cli import cli, output, scope
 from zmem.config import CAPTURE_MODES
 from zmem.errors import UsageError
 from zmem.models import MEMORY_TYPES, SIGNALS, TAINTS, WriteResult
@@ -49,7 +49,11 @@ _MODE = click.Choice(CAPTURE_MODES)
 
 
 @cli.command()
-@click.option("--namespace", required=True, help="project:<repo> or user:global.")
+@click.option(
+    "--namespace", default=None,
+    help="project:<repo> or user:global. Default inside a git checkout: the checkout's, as the "
+    "hooks derive it (`zmem where` shows it).",
+)  # fmt: skip
 @click.option("--type", "type_", type=_TYPE, required=True, help="What kind of knowledge.")
 @click.option("--content", required=True, help="The knowledge; '-' reads it from stdin.")
 @click.option("--tags", default=None, help="Comma-separated tags (entity:Name links an entity).")
@@ -84,6 +88,7 @@ _MODE = click.Choice(CAPTURE_MODES)
 def add(obj, namespace, type_, content, tags, signal, taint, source_ref, capture_mode, as_json):
     """Capture a memory. Near-identical live content in the namespace is refreshed instead of
     duplicated; a near-identical row of opposite polarity is kept and marked contradicting."""
+    namespace = scope.for_write(namespace)
     result = obj.store(create=True).add(
         read_content(content),
         namespace=namespace,

@@ -170,7 +170,7 @@ class MemoryStore(BulkJobs, Episodes, Handoff, Learning):
         vector = self.vectors.embed(row.content)
         with transaction(self._conn):
             vector = self.vectors.for_write(vector)
-            return writer.write(
+            result = writer.write(
                 self._conn,
                 row,
                 at=config.now_iso(),
@@ -178,6 +178,22 @@ class MemoryStore(BulkJobs, Episodes, Handoff, Learning):
                 vector=vector,
                 semantic=self.vectors.semantic(),
             )
+            return self._floor_warning(result)
+
+    def _floor_warning(self, result: WriteResult) -> WriteResult:
+        """Say so when the row written (or refreshed) will not surface in default recall: an
+        ungrounded add is otherwise silently invisible."""
+        floor = self.settings.inject_floor_prompt
+        stored = memories.get(self._conn, result.id)
+        if stored is None or stored.confidence >= floor:
+            return result
+        warning = {
+            "type": "below_recall_floor",
+            "confidence": stored.confidence,
+            "floor": floor,
+            "signal": stored.signal,
+        }
+        return dataclasses.replace(result, warnings=(*result.warnings, warning))
 
     def update(
         self,

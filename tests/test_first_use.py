@@ -1,0 +1,95 @@
+"""The first five minutes (issue 20): inside a git checkout a command without --namespace
+means the checkout's namespace, the one the hooks derive, so a memory added by hand reaches
+the prompt hook; `zmem where` says which namespace and store a directory means; an add that
+will not surface in default recall says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import table_counts
+
+REMOTE = "git@github.com:acme/webapp.git"
+NS = "project:github.com/acme/webapp"
+
+
+@pytest.fixture
+def checkout(tmp_path: Path, monkeypatch) -> Path:
+    repo = tmp_path / "webapp"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text(f'[remote "origin"]\n\turl = {REMOTE}\n')
+    (repo / "src").mkdir()
+    monkeypatch.chdir(repo / "src")  # anywhere below the root
+    return repo
+
+
+def test_an_add_without_namespace_reaches_the_prompt_hook(run_cli, checkout, monkeypatch):
+    monkeypatch.setenv("ZMEM_HOOK_DAEMON", "0")
+    text = "Run the alembic migrations before the integration tests"
+    added = run_cli("add", "--type", "lesson", "--signal", "test", "--content", text)
+    assert added.exit_code == 0 and f"namespace {NS}" in added.stderr
+    listed = json.loads(run_cli("list", "--json").stdout)
+    assert [m["namespace"] for m in listed] == [NS]
+    prompt = {"session_id": "s1", "cwd": str(checkout), "hook_event_name": "UserPromptSubmit",
+              "prompt": "how do I run the integration tests?"}  # fmt: skip
+    out = run_cli("hook", "UserPromptSubmit", "--host", "claude", input=json.dumps(prompt))
+    context = json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "alembic migrations" in context
+
+
+def test_reads_default_to_the_checkout_and_global(run_cli, checkout, store):
+    store.add("Deploys go through the staging cluster first", namespace=NS, type="fact",
+              signal="user")  # fmt: skip
+    store.add("Deploys of the billing service need a ticket", namespace="project:billing",
+              type="fact", signal="user")  # fmt: skip
+    store.add("Prefer short commit subjects; deploys are tagged", namespace="user:global",
+              type="preference", signal="user")  # fmt: skip
+    got = json.loads(run_cli("recall", "--query", "deploys", "--json").stdout)
+    spaces = {h["namespace"] for h in got["results"]}
+    assert spaces == {NS, "user:global"}
+    every = json.loads(run_cli("recall", "--query", "deploys", "--all-namespaces",
+                               "--json").stdout)  # fmt: skip
+    assert "project:billing" in {h["namespace"] for h in every["results"]}
+    both = run_cli("recall", "--query", "x", "--all-namespaces", "--namespace", NS)
+    assert both.exit_code == 2
+    assert {m["namespace"] for m in json.loads(run_cli("list", "--json").stdout)} == {NS}
+
+
+def test_outside_a_checkout_an_add_must_name_its_namespace(run_cli, store_path):
+    result = run_cli("add", "--type", "fact", "--content", "somewhere")
+    assert result.exit_code == 2 and "--namespace" in result.stderr
+    assert not store_path.exists()  # nothing written, not even an empty store
+
+
+def test_where(run_cli, checkout, store_path):
+    doc = json.loads(run_cli("where", "--json").stdout)
+    assert doc["namespace"] == NS and doc["checkout"] == str(checkout)
+    assert doc["store"] == str(store_path) and doc["store_exists"] is False
+    assert not store_path.exists()  # where never creates the store
+    run_cli("add", "--type", "fact", "--content", "The API listens on 8080", "--signal", "user")
+    text = run_cli("where").stdout
+    assert NS in text and "1 in this namespace" in text
+
+
+def test_where_outside_a_checkout(run_cli):
+    doc = json.loads(run_cli("where", "--json").stdout)
+    assert doc["namespace"] is None and doc["checkout"] is None
+
+
+def test_an_add_below_the_recall_floor_says_so(run_cli, store, store_path):
+    before = table_counts(store_path)
+    result = run_cli("add", "--namespace", "project:t", "--type", "lesson",
+                     "--content", "Maybe the cache is flaky", "--json")  # fmt: skip
+    warnings = json.loads(result.stdout)["warnings"]
+    assert [w["type"] for w in warnings] == ["below_recall_floor"]
+    assert warnings[0]["confidence"] == 0.2 and warnings[0]["floor"] == 0.25
+    assert table_counts(store_path)["memory"] == before["memory"] + 1  # stored all the same
+    text = run_cli("add", "--namespace", "project:t", "--type", "lesson",
+                   "--content", "Another unsure thought about retries")  # fmt: skip
+    assert "under the recall floor" in text.stderr and "--signal" in text.stderr
+    grounded = run_cli("add", "--namespace", "project:t", "--type", "lesson", "--signal", "test",
+                       "--content", "Retries need a jittered backoff", "--json")  # fmt: skip
+    assert json.loads(grounded.stdout)["warnings"] == []
