@@ -49,8 +49,10 @@ SHIMS = {
     ROOT / "hooks" / "zmem_hook.py": set(),
     ROOT / "hooks" / "zmem_launch.py": {"zmem.resident.wire", "zmem.resident.client"},
     ROOT / "hooks" / "bootstrap.py": set(),
-    ROOT / "skills" / "memory" / "scripts" / "store.py": {"zmem.cli"},
-    ROOT / "skills" / "memory" / "scripts" / "doctor.py": {"zmem.cli"},
+    ROOT / "skills" / "memory" / "scripts" / "store.py": set(),
+    ROOT / "skills" / "memory" / "scripts" / "doctor.py": set(),
+    # Finds a Python that has ZMem for the two above (issue 20), then imports the CLI.
+    ROOT / "skills" / "memory" / "scripts" / "python_finder.py": {"zmem.cli"},
 }
 SHIM_MAX_LINES = 80
 SQL = re.compile(

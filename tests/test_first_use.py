@@ -93,3 +93,67 @@ def test_an_add_below_the_recall_floor_says_so(run_cli, store, store_path):
     grounded = run_cli("add", "--namespace", "project:t", "--type", "lesson", "--signal", "test",
                        "--content", "Retries need a jittered backoff", "--json")  # fmt: skip
     assert json.loads(grounded.stdout)["warnings"] == []
+
+
+def test_help_explains_every_command_and_option(run_cli):
+    import click
+
+    from zmem.cli import cli
+    from zmem.hosts.events import HOST_EVENTS
+
+    commands = run_cli("--help").stdout.split("Commands:")[1]
+    assert "..." not in commands  # every one-liner whole
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        cmd = cli.get_command(ctx, name)
+        assert cmd.help, name
+        missing = [p.opts for p in cmd.params if isinstance(p, click.Option) and not p.help]
+        assert missing == [], name
+        assert run_cli(name, "--help").exit_code == 0
+    hook_help = run_cli("hook", "--help").stdout
+    for host, names in HOST_EVENTS.items():
+        assert all(e in hook_help for e in names), host
+
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "skills" / "memory" / "scripts"
+
+
+def _base_python() -> str:
+    import sys
+
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    return str(base if base.exists() else sys.executable)
+
+
+@pytest.mark.parametrize("how", ["base-python", "executed"])
+def test_the_store_shim_runs_from_any_python(how, tmp_path, store_path):
+    import subprocess
+
+    script = SCRIPTS / "store.py"
+    cmd = [_base_python(), str(script)] if how == "base-python" else [str(script)]
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([*cmd, "where", "--json"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["store"] == str(store_path)
+    # The re-run's guard variable never reaches ZMem as a setting.
+    doctor = subprocess.run([_base_python(), str(SCRIPTS / "doctor.py"), "--format", "json"],
+                            capture_output=True, text=True, env=env, timeout=60,
+                            check=False)  # fmt: skip
+    settings = json.loads(doctor.stdout)["checks"][0]
+    assert "ZMEM_SHIM_REEXEC" not in settings.get("set", [])
+
+
+def test_the_store_shim_says_what_is_missing(tmp_path):
+    import subprocess
+
+    env = dict(__import__("os").environ, ZMEM_SHIM_REEXEC="1")  # as after a failed re-run
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(["/usr/bin/env", "-i", f"PATH={env['PATH']}", "ZMEM_SHIM_REEXEC=1",
+                           _base_python(), str(SCRIPTS / "store.py"), "where"],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    if done.returncode == 0:
+        pytest.skip("the base interpreter can run ZMem itself")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "ZMEM_PYTHON" in done.stderr

@@ -1,15 +1,13 @@
 #!/usr/bin/env python3
-"""The spec's entry path for hosts and agents: `python <store.py> <subcommand>`. A thin shim over
-the installed `zmem` package (or the checkout's src/ when run from a clone)."""
+"""The spec's entry path for hosts and agents: `python <store.py> <subcommand>`, or the file run
+directly. A thin shim over the installed `zmem` package (or the checkout's src/), run under a
+Python that has it (python_finder.py finds one when the caller's does not)."""
 
 import sys
 from pathlib import Path
 
-try:
-    from zmem.cli import main
-except ImportError:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "src"))
-    from zmem.cli import main
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from python_finder import load_main  # noqa: E402
 
 if __name__ == "__main__":
-    main(prog_name="store.py")
+    load_main()(prog_name="store.py")

@@ -19,6 +19,13 @@ from zmem.store import MemoryStore, failures
 INTERNAL_ERROR = 4
 
 
+def first_sentence(text: str) -> str:
+    """A help text's first sentence, on one line (its first paragraph when it has no stop)."""
+    para = " ".join(text.split("\n\n")[0].split())
+    stop = para.find(". ")
+    return para if stop < 0 else para[: stop + 1]
+
+
 class StoreContext:
     """Opens the store on first use, so `--help` and usage errors never touch the file."""
 
@@ -62,6 +69,18 @@ class ZMemGroup(click.Group):
         except click.UsageError as exc:
             output.error(f"{exc.format_message()} (see 'zmem --help')")
             sys.exit(exc.exit_code)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Each command's whole first sentence, wrapped, where click would cut it at the
+        # terminal's width with "...".
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, first_sentence(cmd.short_help or cmd.help or "")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         # One stable stderr line for every failure, usage errors included: hosts log stderr

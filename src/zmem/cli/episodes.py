@@ -9,7 +9,7 @@ from zmem.cli import cli, output
 
 @cli.command("episode-open")
 @click.option("--namespace", required=True, help='The session\'s namespace ("project:<name>").')
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def episode_open(obj, namespace, as_json):
     """Open an episode, the container of one working session's memories; prints its id."""
@@ -23,7 +23,7 @@ def episode_open(obj, namespace, as_json):
 @cli.command("episode-add")
 @click.option("--episode", "episode_id", required=True, help="The open episode's id.")
 @click.option("--memory", "memory_id", required=True, help="A live memory's id (or prefix).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def episode_add(obj, episode_id, memory_id, as_json):
     """Attach a live memory to an open episode (idempotent; memberships are never removed)."""
@@ -38,7 +38,7 @@ def episode_add(obj, episode_id, memory_id, as_json):
 @cli.command("episode-close")
 @click.option("--episode", "episode_id", required=True, help="The open episode's id.")
 @click.option("--summary", is_flag=True, help="Also write one extractive summary memory.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def episode_close(obj, episode_id, summary, as_json):
     """Close an episode (once): records its token count over the live members and, with
@@ -56,7 +56,7 @@ def episode_close(obj, episode_id, summary, as_json):
 
 @cli.command("episode-list")
 @click.option("--namespace", default=None, help="Only this namespace.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def episode_list(obj, namespace, as_json):
     """List episodes, newest first, with their member counts."""

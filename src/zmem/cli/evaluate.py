@@ -20,7 +20,10 @@ from zmem.models import MAX_LIMIT
     type=click.Path(path_type=Path),
     help="Gold JSONL set (eval/gold.jsonl) whose fixture keys this store holds.",
 )
-@click.option("--k", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True)
+@click.option(
+    "--k", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True,
+    help="Cut-off of the ranking the weights are scored on (hit@k).",
+)  # fmt: skip
 @click.pass_obj
 def tune_weights(obj, dry_run, gold_path, k):
     """Suggest composite recall weights for a gold set (prints JSON, writes nothing).

@@ -13,13 +13,16 @@ import click
 from zmem import config
 from zmem.capture import corrections
 from zmem.cli import cli, output
-from zmem.hosts import emit, sidecars
+from zmem.hosts import emit, events, sidecars
 from zmem.resident import client
 
 
 @cli.command("hook")
-@click.argument("event")
-@click.option("--host", "host", type=click.Choice(["claude", "codex", "zcode"]), required=True)
+@click.argument("event", metavar="EVENT")
+@click.option(
+    "--host", "host", type=click.Choice(["claude", "codex", "zcode"]), required=True,
+    help="The host that sent the payload on stdin; its output rules apply.",
+)  # fmt: skip
 def hook(event: str, host: str) -> None:
     """Run one host hook: the host's JSON on stdin, what the host accepts on stdout.
 
@@ -32,6 +35,15 @@ def hook(event: str, host: str) -> None:
         raw = ""
     out, _ = client.run(host, event, raw)
     emit.write(out)
+
+
+# The events each host sends, listed in `zmem hook --help` (an event a host does not send is
+# logged as skipped, never an error: a hook must not fail its host).
+hook.help = (
+    (hook.help or "")
+    + "\n\n\b\nEvents, per host:\n"
+    + "\n".join(f"  {h}: {', '.join(sorted(evs))}" for h, evs in events.HOST_EVENTS.items())
+)
 
 
 def _data_dir() -> Path:
@@ -98,7 +110,10 @@ def corrections_cmd(transcript: str, as_json: bool) -> None:
     type=click.Path(exists=True, file_okay=False),
     help="The ZMem plugin/checkout root whose host surfaces to inspect.",
 )
-@click.option("--format", "fmt", type=click.Choice(["human", "json", "both"]), default="human")
+@click.option(
+    "--format", "fmt", type=click.Choice(["human", "json", "both"]), default="human",
+    show_default=True, help="Checks as text for people, JSON for scripts, or both.",
+)  # fmt: skip
 @click.pass_context
 def doctor_cmd(ctx: click.Context, project: str | None, repo_root: str | None, fmt: str) -> None:
     """Read-only install diagnostics: store path, runtime, schema, embeddings, host config.

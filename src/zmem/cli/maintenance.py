@@ -32,7 +32,7 @@ from zmem.store import MemoryStore
     is_flag=True,
     help="Allow --all --profile fake over real vectors (irreversible without the model).",
 )
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def reembed(obj, everything, profile, batch, dry_run, confirm, as_json):
     """Backfill missing embeddings, or convert every vector to another profile.
@@ -81,7 +81,7 @@ def reembed(obj, everything, profile, batch, dry_run, confirm, as_json):
     is_flag=True,
     help="Do nothing unless ZMEM_BACKUP_INTERVAL_DAYS (default 1) passed since the last backup.",
 )
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def backup(obj, retention, out_dir, if_due, as_json):
     """Write a verified snapshot of the store (safe while other sessions write).
@@ -120,7 +120,7 @@ def backup(obj, retention, out_dir, if_due, as_json):
     metavar="DIR",
     help="Where the prerestore-*.sqlite copy of the current store goes (default: the backup dir).",
 )
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def restore(obj, source, force, out_dir, as_json):
     """Replace the store with a snapshot.
@@ -160,7 +160,7 @@ def restore(obj, source, force, out_dir, as_json):
     help="Remove sentinels older than this (default $ZMEM_SENTINEL_SWEEP_DAYS, else 7).",
 )
 @click.option("--dry-run", is_flag=True, help="Count what would go; delete nothing.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def sweep(obj, marker_dirs, max_age_days, dry_run, as_json):
     """Prune stale per-session cooldown sentinels (.capture-prompted-*, .convention-prompted-*).
@@ -230,7 +230,7 @@ def _run_job(what: str, start, summary, dry_run: bool, as_json: bool) -> dict | 
     is_flag=True,
     help="Also merge clusters parked because their members disagree (review --dry-run first).",
 )
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def consolidate(obj, threshold, prune, dry_run, namespace, force, merge_contested, as_json):
     """Merge near-duplicate memories into one keeper, history kept.
@@ -270,7 +270,7 @@ def consolidate(obj, threshold, prune, dry_run, namespace, force, merge_conteste
 @click.option("--prune", is_flag=True, help="Also retire never-used rows of the working set.")
 @click.option("--dry-run", is_flag=True, help="Count what each step would do; write nothing.")
 @click.option("--force", is_flag=True, help="Run even if the cadence gate says it is not due.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def organize(obj, prune, dry_run, force, as_json):
     """Sleep-time organization of the most recent memories.
@@ -308,7 +308,7 @@ def organize(obj, prune, dry_run, force, as_json):
 )
 @click.option("--dry-run", is_flag=True, help="Preview only (also the default without --confirm).")
 @click.option("--confirm", is_flag=True, help="Write the change.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def rekey_namespace(obj, source, near_miss_global, to, dry_run, confirm, as_json):
     """Move live memories stranded under a wrong namespace (admin).

@@ -226,7 +226,9 @@ def where_text(d: Mapping[str, Any]) -> str:
     else:
         ns = "namespace   none: not in a git checkout (pass --namespace, or run this in a repo)"
     lines = [ns, f"store       {d['store']}" + ("" if d["store_exists"] else "  (not created yet)")]
-    if d["store_exists"]:
+    if d["store_problem"]:
+        lines.append(f"problem     {d['store_problem']}")
+    elif d["store_exists"]:
         held = f"{d['live_in_global']} in user:global"
         if d["namespace"]:
             held = f"{d['live_in_namespace']} in this namespace, " + held

@@ -10,7 +10,7 @@ import click
 from zmem.capture.project_namespace import checkout_namespace
 from zmem.capture.source import source_state
 from zmem.cli import cli, output, scope
-from zmem.errors import UsageError
+from zmem.errors import UsageError, ZMemError
 from zmem.models import ENTITY_KINDS, GLOBAL_NAMESPACE, LINK_RELATIONS, MAX_LIMIT, MEMORY_TYPES
 
 
@@ -35,8 +35,8 @@ def get(obj, memory_id):
 @click.option("--type", "type_", type=click.Choice(MEMORY_TYPES), default=None, help="Only this.")
 @click.option("--include-superseded", is_flag=True, help="Also show tombstoned history rows.")
 @click.option("--as-of", default=None, help="Point in time (ISO-8601): rows valid then.")
-@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=None, help="At most N rows.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def list_(obj, namespace, all_namespaces, type_, include_superseded, as_of, limit, as_json):
     """List memories, newest first."""
@@ -60,7 +60,7 @@ def list_(obj, namespace, all_namespaces, type_, include_superseded, as_of, limi
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def stats(obj, as_json):
     """Counts: live and total memories, namespaces, types, entities, links."""
@@ -80,10 +80,13 @@ def stats(obj, as_json):
     help="The memory (list mode), or twice with --add: source then target.",
 )
 @click.option("--add", "add_mode", is_flag=True, help="Insert an edge instead of listing.")
-@click.option("--relation", type=click.Choice(LINK_RELATIONS), default=None)
-@click.option("--score", type=float, default=None)
+@click.option(
+    "--relation", type=click.Choice(LINK_RELATIONS), default=None,
+    help="With --add: the kind of edge.",
+)  # fmt: skip
+@click.option("--score", type=float, default=None, help="With --add: its strength, 0 to 1.")
 @click.option("--reason", default=None, help="Required for contradicts and supports.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def links(obj, ids, add_mode, relation, score, reason, as_json):
     """List every edge touching a memory, or add one (--add --id A --id B --relation R)."""
@@ -125,7 +128,7 @@ def _link_report(report, as_json: bool) -> None:
 @cli.command()
 @click.option("--id", "ids", multiple=True, required=True, help="Give exactly two.")
 @click.option("--reason", default=None, help="Why they conflict (required; echoed only).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def contradict(obj, ids, reason, as_json):
     """Record that two memories contradict: both stay live, each loses 0.10 trust."""
@@ -135,8 +138,8 @@ def contradict(obj, ids, reason, as_json):
 
 
 @cli.command("entity-list")
-@click.option("--kind", type=click.Choice(ENTITY_KINDS), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--kind", type=click.Choice(ENTITY_KINDS), default=None, help="Only this kind.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def entity_list(obj, kind, as_json):
     """The entities the extractor minted, with aliases and how many memories link to each."""
@@ -156,7 +159,7 @@ def entity_list(obj, kind, as_json):
 @click.option("--from", "source", required=True, help="Entity id to merge away.")
 @click.option("--to", "target", required=True, help="Entity id that survives.")
 @click.option("--confirm", is_flag=True, help="Apply. Without it this is a dry run.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def entity_merge(obj, source, target, confirm, as_json):
     """Move one entity's aliases and memory links onto another (dry run unless --confirm)."""
@@ -200,10 +203,15 @@ def where(obj, as_json):
         "live_in_namespace": None,
         "live_in_global": None,
     }
+    doc["store_problem"] = None
     if doc["store_exists"]:
-        counts = obj.store().stats()["by_namespace"]
-        doc["live_in_namespace"] = counts.get(namespace, 0) if namespace else None
-        doc["live_in_global"] = counts.get(GLOBAL_NAMESPACE, 0)
+        try:
+            counts = obj.store().stats()["by_namespace"]
+        except ZMemError as exc:  # where is a diagnostic: it reports an unusable store
+            doc["store_problem"] = str(exc)
+        else:
+            doc["live_in_namespace"] = counts.get(namespace, 0) if namespace else None
+            doc["live_in_global"] = counts.get(GLOBAL_NAMESPACE, 0)
     if as_json:
         output.emit_json(doc)
         return

@@ -56,7 +56,10 @@ def _scope_options(f):
     "--query", required=True, help="What you are about to do or want to know; '-' reads stdin."
 )
 @_scope_options
-@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True)
+@click.option(
+    "--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True,
+    help="Rows from the tier read (--include-global adds its own).",
+)  # fmt: skip
 @click.option(
     "--link-hops",
     type=click.IntRange(0, 1),
@@ -159,7 +162,10 @@ def _emit(store, report, req: RecallRequest, as_json: bool, extra: dict | None =
 @cli.command()
 @click.option("--text", required=True, help="Words to search for; '-' reads stdin.")
 @_scope_options
-@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=10, show_default=True)
+@click.option(
+    "--limit", type=click.IntRange(1, MAX_LIMIT), default=10, show_default=True,
+    help="Rows to return.",
+)  # fmt: skip
 @click.option("--no-bump", is_flag=True, help="Passive read: record a surface event instead.")
 @click.pass_obj
 def search(obj, text, as_json, **options):
@@ -171,7 +177,10 @@ def search(obj, text, as_json, **options):
 
 @cli.command()
 @_scope_options
-@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True)
+@click.option(
+    "--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True,
+    help="Rows to return.",
+)  # fmt: skip
 @click.option(
     "--min-confidence",
     type=click.FloatRange(0.0, 1.0),

@@ -37,9 +37,18 @@ def _write_atomically(out: str, fill) -> Path:
 @cli.command("export-pack")
 @click.option("--namespace", required=True, help="The project namespace to hand off.")
 @click.option("--out", "out", default=None, metavar="FILE", help="Write here (default: stdout).")
-@click.option("--project-limit", type=click.IntRange(0, MAX_LIMIT), default=50, show_default=True)
-@click.option("--global-limit", type=click.IntRange(0, MAX_LIMIT), default=15, show_default=True)
-@click.option("--min-confidence", type=click.FloatRange(0.0, 1.0), default=0.6, show_default=True)
+@click.option(
+    "--project-limit", type=click.IntRange(0, MAX_LIMIT), default=50, show_default=True,
+    help="Most rows from NAMESPACE.",
+)  # fmt: skip
+@click.option(
+    "--global-limit", type=click.IntRange(0, MAX_LIMIT), default=15, show_default=True,
+    help="Most rows from user:global.",
+)  # fmt: skip
+@click.option(
+    "--min-confidence", type=click.FloatRange(0.0, 1.0), default=0.6, show_default=True,
+    help="Leave out rows less confident than this.",
+)  # fmt: skip
 @click.option(
     "--max-bytes", type=click.IntRange(256, 64 * 1024 * 1024), default=32768, show_default=True,
     help="UTF-8 budget of the whole pack; a memory that would pass it is left out whole.",

@@ -105,19 +105,28 @@ def add(obj, namespace, type_, content, tags, signal, taint, source_ref, capture
 @cli.command()
 @click.option("--id", "memory_id", required=True, help="Full id of the live memory to revise.")
 @click.option("--content", required=True, help="The new content; '-' reads it from stdin.")
-@click.option("--namespace", default=None)
-@click.option("--type", "type_", type=_TYPE, default=None)
+@click.option("--namespace", default=None, help="Move the revision here (default: the row's).")
+@click.option("--type", "type_", type=_TYPE, default=None, help="New type (default: the row's).")
 @click.option("--tags", default=None, help="Replace the tags (default: inherit).")
-@click.option("--source-ref", default=None)
-@click.option("--confidence", type=float, default=None)
-@click.option("--signal", type=_SIGNAL, default=None)
+@click.option("--source-ref", default=None, help="New source ref (default: the row's).")
+@click.option(
+    "--confidence", type=float, default=None,
+    help="Set confidence, 0 to 1 (default: kept, or the new --signal's).",
+)  # fmt: skip
+@click.option(
+    "--signal", type=_SIGNAL, default=None,
+    help="New grounding (default: the row's); sets its confidence unless --confidence.",
+)  # fmt: skip
 @click.option(
     "--taint",
     type=_TAINT,
     default=None,
     help="Can only worsen: the new row keeps the worse of old and given.",
 )
-@click.option("--capture-mode", type=_MODE, default=None)
+@click.option(
+    "--capture-mode", type=_MODE, default=None,
+    help="As for add: auto redacts secrets. Default: $ZMEM_CAPTURE_MODE or manual.",
+)  # fmt: skip
 @click.option(
     "--json", "as_json", is_flag=True, help='Print {"id", "result", "created_new", "warnings"}.'
 )
@@ -156,7 +165,7 @@ def update(
 @cli.command()
 @click.option("--id", "memory_id", required=True, help="Full id of the live memory.")
 @click.option("--reason", default=None, help="Why the fact is no longer true (required).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def invalidate(obj, memory_id, reason, as_json):
     """Record that a fact is no longer true (auditable: the reason is required)."""
@@ -169,7 +178,7 @@ def invalidate(obj, memory_id, reason, as_json):
 @cli.command()
 @click.option("--id", "memory_id", required=True, help="Full id of the live memory.")
 @click.option("--reason", default=None, help="Optional reason (default: superseded).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def supersede(obj, memory_id, reason, as_json):
     """Tombstone a memory (a general retirement; use invalidate for facts that became false)."""
