@@ -599,3 +599,42 @@ def test_codex_stop_reflects_once_after_a_failed_tool_call(codex_world):
     assert stops[:1] == ["reflect"] and "reflect" not in stops[1:], s.where()
     assert "hook: Stop Completed" in s.done.stderr or "hook: Stop" in s.done.stderr, s.where()
     assert any(REFLECTION in b for b in s.bodies()), s.where()
+
+
+# ---- zmem setup (issue 20) -------------------------------------------------------------------
+
+SETUP_MARKER = "zmem-setup-marker-4411"
+
+
+@needs_claude
+def test_claude_after_zmem_setup_recalls_a_memory_added_without_namespace(tmp_path_factory):
+    """No plugin: `zmem setup claude` writes the hooks into ~/.claude/settings.json, a memory is
+    added in the checkout with no --namespace, and the prompt hook of a real Claude Code
+    session there injects it."""
+    assert VENV is not None
+    world = World(tmp_path_factory.mktemp("claude-setup"))
+
+    def zmem(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [str(VENV / "bin" / "python"), "-c", "from zmem.cli import main; main()", *args],
+            env=world.env(), cwd=world.project, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done
+
+    setup = zmem("setup", "claude")
+    assert str(world.home / ".claude" / "settings.json") in setup.stdout
+    lesson = f"Open a pull request only after make check passes ({SETUP_MARKER})"
+    added = zmem("add", "--type", "lesson", "--signal", "user", "--content", lesson)
+    assert NS in added.stderr
+    assert CLAUDE is not None
+    env = world.env(
+        ANTHROPIC_BASE_URL="{MOCK_URL}", ANTHROPIC_API_KEY="sk-ant-offline-test",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1",
+    )  # fmt: skip
+    prompt = "When may I open a pull request?"
+    s = Session(world, *_run(world, [str(CLAUDE), "-p", prompt], env))
+    assert [r["reason"] for r in world.logged("claude", "UserPromptSubmit")] == ["injected"], (
+        s.where()
+    )
+    assert any(SETUP_MARKER in body for body in s.turn(prompt)), s.where()

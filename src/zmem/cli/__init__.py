@@ -153,6 +153,7 @@ from zmem.cli import (  # noqa: E402,F401
     mcp,
     reads,
     recall,
+    setup,
     sync,
     writes,
 )
