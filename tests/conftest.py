@@ -30,6 +30,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for key in list(os.environ):
         if key.startswith("ZMEM_"):
             monkeypatch.delenv(key)
+    # The test's own model cache, never the developer's ~/.cache (tests that load MiniLM in
+    # process share the one build the process holds).
+    monkeypatch.setenv("ZMEM_MODEL_DIR", str(tmp_path / "models"))
     monkeypatch.setenv("ZMEM_DATA", str(tmp_path / "data"))
     # The fake profile unless a test asks for the real model: loading MiniLM per test store
     # (and building it per subprocess data dir) would cost a minute for nothing.

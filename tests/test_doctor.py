@@ -510,8 +510,8 @@ def test_profile_dimension_mismatch(run_cli, store_path, monkeypatch):
 
 def test_model_checksum_is_deep_verified_and_cached_by_mtime(run_cli, isolated_env, monkeypatch):
     data = isolated_env / "data"
+    (data / "models").mkdir(parents=True)  # a data dir's own models/ (older releases)
     built = model_files.built_model_path(data)
-    built.parent.mkdir(parents=True)
     built.write_bytes(b"a model built here")
     built.with_name(built.name + ".sha256").write_text(
         hashlib.sha256(b"a model built here").hexdigest() + "\n"
@@ -746,8 +746,8 @@ def test_doctor_writes_nothing(isolated_env, store_path, home, tmp_path):
     )
     conn.close()
     data = isolated_env / "data"
+    (data / "models").mkdir(parents=True, exist_ok=True)
     model = model_files.official_model_path(data)
-    model.parent.mkdir(parents=True, exist_ok=True)
     model.write_bytes(b"wrong build")
     (data / "zmem-bg.log").write_text("2026 zmem-hook host=codex reason=skipped\n")
     (home / ".claude").mkdir()

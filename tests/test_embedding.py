@@ -33,6 +33,7 @@ needs_weights = pytest.mark.skipif(
 def model_dir(tmp_path_factory) -> Path:
     """One offline build for the whole session, in a throwaway data dir."""
     data = tmp_path_factory.mktemp("emb-data")
+    (data / "models").mkdir()  # a data dir with its own models/ (as older releases made)
     model_files.build_from_weights(data, weights.source_files())
     return data
 
@@ -103,8 +104,8 @@ def test_the_runtime_threads_do_not_spin_after_a_run(minilm):
 @needs_weights
 def test_a_corrupt_cached_model_is_rebuilt_never_used(model_dir, tmp_path):
     data = tmp_path / "data"
+    (data / "models").mkdir(parents=True)
     target = model_files.built_model_path(data)
-    target.parent.mkdir(parents=True)
     built = model_files.built_model_path(model_dir)
     # A truncated copy with the good hash recorded beside it, as a crash mid-copy would leave.
     target.write_bytes(built.read_bytes()[:1000])
@@ -188,6 +189,7 @@ def test_official_download_is_pinned_and_refuses_other_bytes(tmp_path):
         fetched.append(url)
         return io.BytesIO(b"not the pinned export")
 
+    (tmp_path / "models").mkdir()
     with pytest.raises(ModelFileError, match="refused"):
         model_files.download_official(tmp_path, fetch=fetch)
     assert fetched and all(model_files.OFFICIAL_REVISION in url for url in fetched)
@@ -206,6 +208,7 @@ def test_a_verified_official_export_is_preferred(model_dir, tmp_path, monkeypatc
     }
     monkeypatch.setattr(model_files, "OFFICIAL_MODEL_SHA256", hashlib.sha256(built).hexdigest())
     monkeypatch.setattr(model_files, "OFFICIAL_MODEL_SIZE", len(built))
+    (tmp_path / "models").mkdir()
     model_files.download_official(tmp_path, fetch=_file_fetch(payloads))
     blobs = model_files.resolve(tmp_path, build=False)
     assert blobs.source == "official-export"

