@@ -30,9 +30,12 @@ def first_sentence(text: str) -> str:
 class StoreContext:
     """Opens the store on first use, so `--help` and usage errors never touch the file."""
 
-    def __init__(self, store_path: str | None):
+    def __init__(self, store_path: str | None, store: MemoryStore | None = None):
         self.store_path = store_path
-        self._store: MemoryStore | None = None
+        # A store opened by someone else (the resident process serving a CLI read): used,
+        # never closed here.
+        self._store: MemoryStore | None = store
+        self._owned = store is None
         self._settings: config.Settings | None = None
 
     def settings(self) -> config.Settings:
@@ -58,7 +61,7 @@ class StoreContext:
         return str(self._store.path) if self._store is not None else self.store_path
 
     def close(self) -> None:
-        if self._store is not None:
+        if self._store is not None and self._owned:
             self._store.close()
 
 
@@ -135,7 +138,8 @@ def cli(ctx: click.Context, store_path: str | None) -> None:
     Exit codes: 0 success, 1 target missing, 2 usage error or refusal (nothing written), 3 store
     busy (nothing written: run it again), 4 internal error (a bug).
     """
-    ctx.obj = StoreContext(store_path)
+    if not isinstance(ctx.obj, StoreContext):  # the resident process passes its own
+        ctx.obj = StoreContext(store_path)
     ctx.call_on_close(ctx.obj.close)
     if _announce_build not in announce.on_build:
         announce.on_build.append(_announce_build)
@@ -150,7 +154,42 @@ def _announce_build(target: Path) -> None:
 
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     layout.keep_private()
-    cli.main(args=argv, prog_name=prog_name or Path(sys.argv[0]).name or "zmem")
+    args = sys.argv[1:] if argv is None else list(argv)
+    # `python -m zmem` runs as __main__.py: its messages still say zmem.
+    name = Path(sys.argv[0]).name
+    prog = prog_name or ("zmem" if name in ("", "__main__.py") else name)
+    warm = _warm_read(args, prog)
+    if warm is not None:
+        code, out, err = warm
+        output.passthrough(out, err)
+        sys.exit(code)
+    try:
+        cli.main(args=args, prog_name=prog)
+    finally:
+        if _served_here:
+            from zmem.resident import client
+
+            client.spawn_daemon(config.default_data_dir())  # warm for the next read
+
+
+_served_here: list[str] = []
+
+
+def _warm_read(args: list[str], prog: str) -> tuple[int, str, str] | None:
+    """recall/search/recent answered by the resident process of their store's data dir."""
+    from zmem.resident import reads as warm
+
+    command, store = warm.command_of(args)
+    if command is None:
+        return None
+    try:
+        settings = config.load_settings(store_path=store)
+    except ZMemError:
+        return None  # the in-process run says what is wrong
+    done = warm.ask(args, prog, settings.store_path, settings.data_dir)
+    if done is None:
+        _served_here.append(command)
+    return done
 
 
 # Registering the commands; imported for their side effect on `cli`.

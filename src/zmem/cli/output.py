@@ -33,6 +33,12 @@ def emit_document(text: str) -> None:
     click.echo(text, nl=False)
 
 
+def passthrough(out: str, err: str) -> None:
+    """What a command printed elsewhere (the resident process answering a read), as is."""
+    click.echo(out, nl=False)
+    click.echo(err, nl=False, err=True)
+
+
 def error(text: str) -> None:
     """The one stderr line of a failed command (click's messages can span lines: a missing
     choice option lists its choices one per line)."""

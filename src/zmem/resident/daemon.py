@@ -17,7 +17,7 @@ from zmem.config import load_settings
 from zmem.hosts import events
 from zmem.hosts.verbs import Hooks
 from zmem.layout import SOCKET_NAME, SPAWN_STAMP
-from zmem.resident import client, code, dispatch, wire
+from zmem.resident import client, code, dispatch, reads, wire
 from zmem.retrieval.request import RecallRequest
 
 DEFAULT_IDLE_S = 900.0
@@ -73,6 +73,8 @@ class Resident:
                 os.environ.pop(key, None)
         host, event = str(header.get("host")), str(header.get("event"))
         self.hooks.reopen_if_replaced()
+        if host == reads.HOST:
+            return self._read(payload, t0)
         try:
             out, reason, fields = dispatch.respond(
                 host, event, payload.decode("utf-8", "replace"), self.data_dir, t0, self._execute
@@ -82,6 +84,21 @@ class Resident:
         fields["ms"] = int((time.monotonic() - t0) * 1000)
         client.log_line(self.data_dir, host, event, reason, fields)
         return wire.encode_reply(reason, out)
+
+    def _read(self, payload: bytes, t0: float) -> bytes:
+        """A CLI read (resident.reads) on the open store; logged like a hook's decision."""
+        try:
+            from zmem.cli import warm  # the CLI, loaded on the first read asked of it
+
+            done = warm.serve(payload, self.hooks.store, self.hooks.settings.store_path)
+        except Exception as exc:
+            client.log_line(self.data_dir, "cli", "read", "error", {"error": type(exc).__name__})
+            return wire.encode_refusal("error")
+        if done is None:
+            return wire.encode_refusal("not-served")
+        ms = int((time.monotonic() - t0) * 1000)
+        client.log_line(self.data_dir, "cli", "read", "answered", {"ms": ms})
+        return wire.encode_reply(*done)
 
     def _same_code(self, pkg: object) -> bool:
         """The client runs this process's code: the same install, or another install of the

@@ -1,0 +1,56 @@
+"""CLI reads served inside the resident process (resident.reads is the client side): the very
+same command, run on the process's open store, in the caller's directory, with its output
+captured for the reply."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from zmem.cli import StoreContext, cli
+from zmem.resident.reads import command_of
+
+
+def serve(payload: bytes, store: Any, store_path: Path) -> tuple[str, str] | None:
+    """In the resident process: run the read on `store`; (reason, reply body) or None to
+    refuse (another store, a request that is not a read)."""
+    try:
+        req = json.loads(payload)
+        argv, cwd, prog = list(map(str, req["argv"])), str(req["cwd"]), str(req["prog"])
+        if Path(req["store"]) != store_path:
+            return None
+    except (ValueError, KeyError, TypeError):
+        return None
+    if command_of(argv)[0] is None:
+        return None
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    try:
+        os.chdir(cwd)  # the namespace a read means depends on where it was asked
+    except OSError:
+        return None
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main(
+                args=argv, prog_name=prog, standalone_mode=False,
+                obj=StoreContext(str(store_path), store=store),
+            )  # fmt: skip
+    except SystemExit as exc:  # a click error in non-standalone mode that still exits
+        code = exc.code if isinstance(exc.code, int) else 1
+    except Exception as exc:  # a usage error click raises in non-standalone mode
+        show = getattr(exc, "show", None)
+        with contextlib.redirect_stderr(err):
+            if show is not None:
+                show()
+            else:
+                raise
+        code = getattr(exc, "exit_code", 2)
+    finally:
+        os.chdir(here)
+    body = json.dumps({"code": code if isinstance(code, int) else 0,
+                       "stdout": out.getvalue(), "stderr": err.getvalue()})  # fmt: skip
+    return "cli", body

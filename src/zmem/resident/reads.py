@@ -1,0 +1,60 @@
+"""The client side of the CLI's reads through the resident process: `zmem recall`, `search` and
+`recent` hand their arguments to the warm process of their data dir (model loaded, vectors in
+memory) and print what it printed, so a hybrid recall costs no model load (cli.warm runs them
+there). When no process answers (or it serves another store or other settings), the command
+runs in-process and a process is started for next time, as the hooks do; ZMEM_HOOK_DAEMON=0
+turns it off."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from zmem.resident import wire
+
+COMMANDS = ("recall", "search", "recent")
+HOST = "cli"  # the request kind in the wire header's host field
+DEADLINE_S = 10.0
+
+
+def command_of(argv: list[str]) -> tuple[str | None, str | None]:
+    """(the command name, the --store value) of a `zmem` argv, or (None, None) when it is not
+    a read this module serves (help and version are answered by whoever runs them)."""
+    store = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--store" and i + 1 < len(argv):
+            store, i = argv[i + 1], i + 2
+            continue
+        if arg.startswith("--store="):
+            store, i = arg.split("=", 1)[1], i + 1
+            continue
+        if arg.startswith("-"):
+            return None, None  # --help, --version, an unknown global option
+        rest = argv[i + 1 :]
+        if arg in COMMANDS and not any(a in ("--help", "-h") for a in rest):
+            return arg, store
+        return None, None
+    return None, None
+
+
+def ask(
+    argv: list[str], prog: str, store_path: Path, data_dir: Path
+) -> tuple[int, str, str] | None:
+    """(exit code, stdout, stderr) from the resident process, or None: then run it here."""
+    if not wire.flag("ZMEM_HOOK_DAEMON"):
+        return None
+    from zmem.resident.code import PACKAGE_DIR
+
+    payload = json.dumps({"argv": argv, "prog": prog, "cwd": os.getcwd(), "store": str(store_path)})
+    request = wire.encode_request(HOST, "read", str(PACKAGE_DIR), payload.encode("utf-8"))
+    state, body = wire.ask(str(data_dir / wire.SOCKET_NAME), request, DEADLINE_S)
+    if state != wire.ANSWERED:
+        return None
+    try:
+        done = json.loads(body)
+        return int(done["code"]), str(done["stdout"]), str(done["stderr"])
+    except (ValueError, KeyError, TypeError):
+        return None
