@@ -200,3 +200,9 @@ def test_the_first_model_build_is_announced_once(tmp_path, monkeypatch):
     assert any((tmp_path / "fresh-models").glob("minilm-*.onnx"))
     again = add("two", "The deploy key rotates monthly")
     assert again.returncode == 0 and "building the MiniLM model" not in again.stderr
+
+
+def test_doctor_names_the_checkout_namespace_by_default(run_cli, checkout):
+    report = json.loads(run_cli("doctor", "--format", "json").stdout)
+    (ns,) = [c for c in report["checks"] if c["check"] == "namespace"]
+    assert ns["status"] == "ok" and ns["namespace"] == NS

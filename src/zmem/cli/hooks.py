@@ -5,6 +5,7 @@ plugins)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -102,7 +103,8 @@ def corrections_cmd(transcript: str, as_json: bool) -> None:
     "--project",
     default=None,
     type=click.Path(exists=True, file_okay=False),
-    help="A checkout: derive its namespace and read its .claude/.codex settings.",
+    help="A checkout: derive its namespace and read its .claude/.codex settings. Default: the "
+    "checkout this directory is in, if any.",
 )
 @click.option(
     "--repo-root",
@@ -122,7 +124,11 @@ def doctor_cmd(ctx: click.Context, project: str | None, repo_root: str | None, f
     2 on bad arguments.
     """
     from zmem import doctor
+    from zmem.capture.project_namespace import checkout_namespace
 
+    if project is None:  # inside a checkout, the namespace the hooks use here is reported
+        found = checkout_namespace(os.getcwd())
+        project = str(found[1]) if found is not None else None
     store_flag = ctx.obj.store_path if ctx.obj is not None else None
     report = doctor.run(project=project, repo_root=repo_root, store_path=store_flag)
     if fmt in ("human", "both"):
