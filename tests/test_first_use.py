@@ -206,3 +206,36 @@ def test_doctor_names_the_checkout_namespace_by_default(run_cli, checkout):
     report = json.loads(run_cli("doctor", "--format", "json").stdout)
     (ns,) = [c for c in report["checks"] if c["check"] == "namespace"]
     assert ns["status"] == "ok" and ns["namespace"] == NS
+
+
+def test_zmem_model_reports_builds_and_downloads(run_cli, tmp_path, monkeypatch):
+    import hashlib
+
+    from zmem.embedding import model_files, profiles, weights
+
+    if not profiles.runtime_available() or weights.source_files() is None:
+        pytest.skip("no MiniLM runtime or weights here")
+    monkeypatch.setenv("ZMEM_MODEL_DIR", str(tmp_path / "m1"))
+    absent = run_cli("model", "--json")
+    assert absent.exit_code == 1 and json.loads(absent.stdout)["verified"] is False
+    built = run_cli("model", "--build")
+    assert built.exit_code == 0 and "built-from-weights, verified" in built.stdout
+    # An install without the weights downloads the pinned export instead; here the "remote"
+    # is a file:// copy of the build, pinned to its own hash.
+    blob = next((tmp_path / "m1").glob("minilm-*.onnx")).read_bytes()
+    remote = tmp_path / "remote.onnx"
+    remote.write_bytes(blob)
+    monkeypatch.setattr(model_files, "OFFICIAL_MODEL_URL", remote.as_uri())
+    monkeypatch.setattr(model_files, "OFFICIAL_MODEL_SHA256", hashlib.sha256(blob).hexdigest())
+    monkeypatch.setattr(model_files, "OFFICIAL_MODEL_SIZE", len(blob))
+    monkeypatch.setattr(model_files, "OFFICIAL_TOKENIZER_URL",
+                        weights.source_files().tokenizer.as_uri())  # fmt: skip
+    monkeypatch.setenv("ZMEM_MODEL_DIR", str(tmp_path / "m2"))
+    got = run_cli("model", "--download", "--json")
+    assert got.exit_code == 0 and json.loads(got.stdout)["source"] == "official-export"
+    monkeypatch.setattr(model_files, "OFFICIAL_MODEL_SHA256", "0" * 64)
+    monkeypatch.setenv("ZMEM_MODEL_DIR", str(tmp_path / "m3"))
+    refused = run_cli("model", "--download")
+    assert refused.exit_code == 2 and "refused" in refused.stderr
+    assert not any((tmp_path / "m3").glob("*.onnx"))
+    assert run_cli("model", "--build", "--download").exit_code == 2

@@ -200,6 +200,7 @@ from zmem.cli import (  # noqa: E402,F401
     learning,
     maintenance,
     mcp,
+    model,
     reads,
     recall,
     setup,
