@@ -638,3 +638,32 @@ def test_claude_after_zmem_setup_recalls_a_memory_added_without_namespace(tmp_pa
         s.where()
     )
     assert any(SETUP_MARKER in body for body in s.turn(prompt)), s.where()
+
+
+@needs_codex
+def test_codex_after_zmem_setup_recalls_a_memory_added_without_namespace(tmp_path_factory):
+    """No plugin: `zmem setup codex` writes $CODEX_HOME/hooks.json; a real Codex session in the
+    checkout gets the memory added there without --namespace."""
+    assert VENV is not None and CODEX is not None
+    world = World(tmp_path_factory.mktemp("codex-setup"))
+    home = codex_home(world, "codex-setup")
+    env = world.env(CODEX_HOME=str(home))
+
+    def zmem(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [str(VENV / "bin" / "python"), "-c", "from zmem.cli import main; main()", *args],
+            env=env, cwd=world.project, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done
+
+    assert "hooks.json: updated" in zmem("setup", "codex").stdout
+    lesson = f"Open a pull request only after make check passes ({SETUP_MARKER})"
+    zmem("add", "--type", "lesson", "--signal", "user", "--content", lesson)
+    prompt = "When may I open a pull request?"
+    s = run_codex(world, home, prompt)
+    assert s.done.returncode == 0, s.where()
+    assert [r["reason"] for r in world.logged("codex", "UserPromptSubmit")] == ["injected"], (
+        s.where()
+    )
+    assert any(SETUP_MARKER in t for r in s.turn_requests(prompt) for t in developer_texts(r))
