@@ -19,12 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(sys.prefix) if sys.prefix != sys.base_prefix else None
 
 
-def blocks(text: str) -> list[str]:
-    return re.findall(r"^```sh\n(.*?)^```", text, re.S | re.M)
-
-
-@pytest.mark.skipif(VENV is None, reason="needs this run's venv (make test)")
-def test_the_quickstart_runs_verbatim(tmp_path):
+def fresh_clone(tmp_path: Path) -> Path:
+    """A clone of this checkout whose .venv is this run's, its install stamp refreshed."""
     assert VENV is not None
     clone = tmp_path / "zmem"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
@@ -33,6 +29,16 @@ def test_the_quickstart_runs_verbatim(tmp_path):
     if not stamp.exists():
         pytest.skip("this run's venv was not made by make install")
     stamp.touch()  # newer than the clone's pyproject.toml: nothing to reinstall
+    return clone
+
+
+def blocks(text: str) -> list[str]:
+    return re.findall(r"^```sh\n(.*?)^```", text, re.S | re.M)
+
+
+@pytest.mark.skipif(VENV is None, reason="needs this run's venv (make test)")
+def test_the_quickstart_runs_verbatim(tmp_path):
+    clone = fresh_clone(tmp_path)
     home = tmp_path / "home"
     home.mkdir()
     script = "\n".join(["set -euo pipefail", *blocks((ROOT / "docs/quickstart.md").read_text())])
@@ -62,13 +68,7 @@ def test_the_readme_top_commands_run(tmp_path):
     block = blocks((ROOT / "README.md").read_text())[0]
     lines = [ln for ln in block.splitlines() if ln.strip() and not ln.startswith("make test")]
     assert lines and lines[0].startswith("make demo")
-    clone = tmp_path / "zmem"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
-    (clone / ".venv").symlink_to(VENV, target_is_directory=True)
-    stamp = VENV / ".installed"
-    if not stamp.exists():
-        pytest.skip("this run's venv was not made by make install")
-    stamp.touch()
+    clone = fresh_clone(tmp_path)
     env = {"HOME": str(tmp_path / "home"), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
            "LANG": "C.UTF-8", "ZMEM_MODEL_DIR": str(tmp_path / "models")}  # fmt: skip
     done = subprocess.run(["bash", "-c", "set -e\n" + "\n".join(lines)], cwd=clone, env=env,
