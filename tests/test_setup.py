@@ -39,8 +39,8 @@ def test_claude_hooks_merge_and_are_idempotent(run_cli, home, isolated_env):
     stop = [h["command"] for e in doc["hooks"]["Stop"] for h in e["hooks"]]
     assert stop[0] == "echo mine" and len(stop) == 2
     ours = doc["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
-    assert sys.executable in ours and 'zmem_hook.py" UserPromptSubmit --host claude' in ours
-    assert f'ZMEM_DATA="{isolated_env / "data"}"' in ours
+    assert sys.executable in ours and "zmem_hook.py UserPromptSubmit --host claude" in ours
+    assert f"ZMEM_DATA={isolated_env / 'data'}" in ours
     assert {"PostToolUseFailure", "SubagentStop", "PreCompact"} <= set(doc["hooks"])
     backup = settings.with_name("settings.json.zmem-backup")
     assert json.loads(backup.read_text()) == mine

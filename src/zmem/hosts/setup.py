@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -46,9 +47,10 @@ def _launcher() -> Path:
 
 
 def _command(event: str, host: str, env: dict[str, str]) -> str:
-    carried = " ".join(f"{k}={json.dumps(env[k])}" for k in _CARRIED_ENV if env.get(k))
+    carried = " ".join(f"{k}={shlex.quote(env[k])}" for k in _CARRIED_ENV if env.get(k))
     prefix = f"env {carried} " if carried else ""
-    return f'{prefix}"{sys.executable}" -S "{_launcher()}" {event} --host {host}'
+    python, launcher = shlex.quote(sys.executable), shlex.quote(str(_launcher()))
+    return f"{prefix}{python} -S {launcher} {event} --host {host}"
 
 
 def _template(host: str) -> dict[str, Any]:
