@@ -7,6 +7,8 @@ ZMEM="$PWD/.venv/bin/zmem"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export ZMEM_STORE="$work/store.sqlite" ZMEM_DATA="$work"
+# A throwaway store: no resident process is left behind to serve it.
+export ZMEM_HOOK_DAEMON=0
 NS=project:demo
 
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold="" plain=""; fi

@@ -41,6 +41,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # No detached upkeep child outliving a test and writing into its data dir; the tests of the
     # upkeep turn it on (tests/test_upkeep.py).
     monkeypatch.setenv("ZMEM_SESSION_UPKEEP", "0")
+    # No resident process started by a CLI read in a subprocess, outliving the test; the tests
+    # of the resident process turn it on.
+    monkeypatch.setenv("ZMEM_HOOK_DAEMON", "0")
     # Outside any git checkout: a command without --namespace means what it means there (the
     # checkout default has its own tests, in checkouts they make).
     monkeypatch.chdir(tmp_path)
