@@ -243,15 +243,24 @@ def test_legacy_files_and_file_order(store, run_cli, tmp_path):
          "namespace": "user:global"},
         {"id": "l2", "content": "Wheel builds take 4 minutes", "type": "fact",
          "namespace": "project:t", "ingestion_ts": "2025-05-05T10:00:00+00:00"},
+        {"id": "l3", "content": "The old runner image was ubuntu 20.04", "type": "fact",
+         "namespace": "project:t", "ingestion_ts": "2025-01-01",
+         "superseded_at": "2025-06-01T12:00:00+02:00",
+         "valid_until": "2025-06-01T12:00:00+02:00", "supersede_reason": "image upgraded"},
     ])  # fmt: skip
     report = json.loads(run_cli("ingest-jsonl", "--in", str(path), "--json").stdout)
-    assert report["inserted"] == 3 and report["malformed"] == 0
+    assert report["inserted"] == 4 and report["malformed"] == 0
     # Kept: l1 -> l2. Skipped: a missing end, an unknown relation, a link across namespaces.
     assert report["links_added"] == 1 and report["links_skipped"] == 3
     assert report["episodes_added"] == 1 and report["memberships_added"] == 1
     assert store.get("l1").trust_score == 1.0
-    assert store.get("l2").ingestion_ts == "2025-05-05T10:00:00+00:00"
+    # A foreign time shape is stored canonically: stored instants compare as text.
+    assert store.get("l2").ingestion_ts == "2025-05-05T10:00:00.000000Z"
     assert [e["id"] for e in store.describe("l2")["episodes"]] == ["e1"]
+    # ...so a point-in-time read sees the foreign history where it belongs.
+    in_march = store.list(namespace="project:t", as_of="2025-03-01T00:00:00Z")
+    assert "l3" in {m.id for m in in_march}
+    assert "l3" not in {m.id for m in store.list(namespace="project:t", as_of="2025-07-01")}
 
 
 def test_source_ref_override_and_namespace_scope(store, run_cli, tmp_path):

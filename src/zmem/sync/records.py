@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from zmem.capture.namespaces import validate_namespace
+from zmem.config import normalize_instant
 from zmem.errors import ZMemError
 from zmem.models import LINK_RELATIONS, MEMORY_TYPES, SIGNALS, TAINTS, Episode, Link, Memory
 
@@ -261,12 +261,14 @@ def _merged_from(value: Any) -> tuple[str, ...]:
 
 
 def _time(value: Any, name: str) -> str | None:
+    """The instant in the store's one canonical shape. Stored times compare as text (--as-of,
+    recency), so a file's "+00:00", naive or date-only time is normalized, never kept as
+    written; an export of a store is already canonical and round-trips unchanged."""
     if value is None:
         return None
     if not isinstance(value, str):
         raise BadRecord(f"{name} must be an ISO-8601 time or null")
     try:
-        datetime.fromisoformat(value)
-    except ValueError:
+        return normalize_instant(value)
+    except ZMemError:
         raise BadRecord(f"{name} {value[:40]!r} is not an ISO-8601 time") from None
-    return value
