@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from backup import zmem  # noqa: E402 - the CLI timer bench/backup.py already has
 from write_path import Corpus  # noqa: E402
 
-ZMEM = ROOT / ".venv" / "bin" / "zmem"
 TARGETS = {"minilm": ("rows/s", 250.0), "fake": ("x single adds", 5.0)}
 
 
@@ -51,15 +51,6 @@ def write_file(path: Path, rows: int, seed: int) -> None:
                 "ingestion_ts": f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T12:00:00Z",
             }
             out.write(json.dumps(record) + "\n")
-
-
-def timed_cli(env: dict[str, str], *args: str) -> tuple[float, dict]:
-    started = time.perf_counter()
-    done = subprocess.run([str(ZMEM), *args], env=env, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"zmem {' '.join(args)} failed: {done.stderr.strip()}")
-    return elapsed, json.loads(done.stdout)
 
 
 def single_adds(store: Path, profile: str, adds: int, seed: int) -> float:
@@ -131,10 +122,8 @@ def main() -> None:
                 "ZMEM_DATA": str(work / "data"),
                 "ZMEM_SESSION_UPKEEP": "0",
             }
-            seconds, report = timed_cli(env, "--store", str(store), "ingest-jsonl",
-                                        "--in", str(source), "--json")  # fmt: skip
-            again, second = timed_cli(env, "--store", str(store), "ingest-jsonl",
-                                      "--in", str(source), "--json")  # fmt: skip
+            seconds, report = zmem(env, "--store", str(store), "ingest-jsonl", "--in", str(source))
+            again, second = zmem(env, "--store", str(store), "ingest-jsonl", "--in", str(source))
             assert second["inserted"] == 0, second
             rate = report["inserted"] / seconds
             add_rate = single_adds(store, profile, args.adds, seed=23)

@@ -14,17 +14,11 @@ from zmem.cli import output
 from zmem.embedding import announce
 from zmem.errors import ZMemError
 from zmem.store import MemoryStore, failures
+from zmem.tokens import first_sentence
 
 # Exit codes (docs/cli.md): 0 ok, 1 target missing, 2 usage, refusal or unusable store, 3 store
 # busy; ZMemError subclasses carry 1-3. 4 is what no error class carries: a bug.
 INTERNAL_ERROR = 4
-
-
-def first_sentence(text: str) -> str:
-    """A help text's first sentence, on one line (its first paragraph when it has no stop)."""
-    para = " ".join(text.split("\n\n")[0].split())
-    stop = para.find(". ")
-    return para if stop < 0 else para[: stop + 1]
 
 
 class StoreContext:
@@ -81,7 +75,9 @@ class ZMemGroup(click.Group):
         for name in self.list_commands(ctx):
             cmd = self.get_command(ctx, name)
             if cmd is not None and not cmd.hidden:
-                rows.append((name, first_sentence(cmd.short_help or cmd.help or "")))
+                # The first paragraph only: click's \b markers and lists follow it.
+                para = " ".join((cmd.short_help or cmd.help or "").split("\n\n")[0].split())
+                rows.append((name, first_sentence(para)))
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)

@@ -66,16 +66,8 @@ def setup(obj, host, dry_run, as_json):
 
 def _hermes(dry_run: bool):
     from zmem.hermes_provider import install
+    from zmem.hosts.setup import Change
 
     plan = install.plan(None, activate=True, hermes_bin=None)
-    if dry_run:
-        return [_Planned(plan.plugins_dir, ["zmem", "zmem_hooks", "activate"])], []
-    dirs = install.install(plan)
-    return [_Planned(plan.plugins_dir, [d.name for d in dirs] + ["activated"], True)], dirs
-
-
-class _Planned:
-    """A Hermes install step in the shape of hosts.setup.Change, for the report."""
-
-    def __init__(self, path, summary, changed=True):
-        self.path, self.summary, self.changed = path, summary, changed
+    step = Change(plan.plugins_dir, None, "installed", ["zmem", "zmem_hooks", "activated"])
+    return [step], ([] if dry_run else install.install(plan))

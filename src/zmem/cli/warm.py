@@ -39,16 +39,8 @@ def serve(payload: bytes, store: Any, store_path: Path) -> tuple[str, str] | Non
                 args=argv, prog_name=prog, standalone_mode=False,
                 obj=StoreContext(str(store_path), store=store),
             )  # fmt: skip
-    except SystemExit as exc:  # a click error in non-standalone mode that still exits
+    except SystemExit as exc:  # ZMemGroup.make_context exits on a bad global option
         code = exc.code if isinstance(exc.code, int) else 1
-    except Exception as exc:  # a usage error click raises in non-standalone mode
-        show = getattr(exc, "show", None)
-        with contextlib.redirect_stderr(err):
-            if show is not None:
-                show()
-            else:
-                raise
-        code = getattr(exc, "exit_code", 2)
     finally:
         os.chdir(here)
     body = json.dumps({"code": code if isinstance(code, int) else 0,

@@ -368,12 +368,15 @@ def add_trust(conn: apsw.Connection, memory_id: str, delta: float) -> None:
     )
 
 
-def tombstone(conn: apsw.Connection, memory_id: str, at: str, reason: str) -> bool:
-    """Tombstone a live row; False when the row is missing or already tombstoned."""
+def tombstone(
+    conn: apsw.Connection, memory_id: str, at: str, reason: str | None, until: str | None = None
+) -> bool:
+    """Tombstone a live row; False when the row is missing or already tombstoned. Its validity
+    ends at `at` unless `until` says otherwise (a remote tombstone restored by sync ingest)."""
     conn.execute(
         "UPDATE memory SET superseded_at = ?, valid_until = ?, supersede_reason = ? "
         "WHERE id = ? AND superseded_at IS NULL",
-        (at, at, reason, memory_id),
+        (at, until or at, reason, memory_id),
     )
     if conn.changes() != 1:
         return False

@@ -70,10 +70,6 @@ def memberships(conn: apsw.Connection, episode_ids: Sequence[str]) -> list[tuple
     return out
 
 
-def existing(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, Memory]:
-    return {m.id: m for m in memories.get_many(conn, list(ids))}
-
-
 def namespaces_of(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, str]:
     """id -> namespace of the ids this store holds."""
     found: dict[str, str] = {}
@@ -129,21 +125,6 @@ def restore_many(
     )
     vectors.put_many(conn, vecs)
     memories.add_terms_many(conn, terms)
-
-
-def restore_tombstone(
-    conn: apsw.Connection, memory_id: str, at: str, until: str | None, reason: str | None
-) -> bool:
-    """An authoritative remote tombstone of a live local row (ingest --allow-tombstones)."""
-    conn.execute(
-        "UPDATE memory SET superseded_at = ?, valid_until = ?, supersede_reason = ? "
-        "WHERE id = ? AND superseded_at IS NULL",
-        (at, until or at, reason, memory_id),
-    )
-    if conn.changes() != 1:
-        return False
-    vectors.delete(conn, memory_id)
-    return True
 
 
 def fold(conn: apsw.Connection, memory_id: str, tags: Sequence[str], taint: str) -> None:

@@ -178,12 +178,15 @@ class MemoryStore(BulkJobs, Episodes, Handoff, Learning):
                 vector=vector,
                 semantic=self.vectors.semantic(),
             )
-            return self._floor_warning(result)
+            return self._floor_warning(result, row.confidence)
 
-    def _floor_warning(self, result: WriteResult) -> WriteResult:
+    def _floor_warning(self, result: WriteResult, confidence: float) -> WriteResult:
         """Say so when the row written (or refreshed) will not surface in default recall: an
-        ungrounded add is otherwise silently invisible."""
+        ungrounded add is otherwise silently invisible. A refreshed twin keeps the higher of
+        the two confidences, so only a row under the floor is read back (not every add)."""
         floor = self.settings.inject_floor_prompt
+        if confidence >= floor:
+            return result
         stored = memories.get(self._conn, result.id)
         if stored is None or stored.confidence >= floor:
             return result

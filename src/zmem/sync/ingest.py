@@ -18,7 +18,7 @@ import apsw
 from zmem.capture import policy, writer
 from zmem.capture.source import normalize_source_ref
 from zmem.capture.writer import DEDUP_THRESHOLD
-from zmem.db import graph, vectors
+from zmem.db import graph, memories, vectors
 from zmem.db import sync as sync_db
 from zmem.maintenance import bounded
 from zmem.models import worst_taint
@@ -128,7 +128,8 @@ class _Ingest:
     def _write(self, batch: Sequence[MemoryRecord], vecs: Sequence[Any]) -> None:
         """One transaction: decide each row in file order, then insert the new ones and link
         their entities with one statement per table."""
-        local = sync_db.existing(self.conn, [r.fields["id"] for r in batch])
+        ids = [r.fields["id"] for r in batch]
+        local = {m.id: m for m in memories.get_many(self.conn, ids)}
         # Whether this store takes these vectors (one check a batch, not a pragma a row): all of
         # a batch come from one model.
         probe = next((v for v in vecs if v is not None), None)
@@ -161,8 +162,8 @@ class _Ingest:
         if f["superseded_at"] is not None and mine.live:
             if not self.allow_tombstones:
                 self.report.tombstones_refused += 1
-            elif sync_db.restore_tombstone(
-                self.conn, mine.id, f["superseded_at"], f["valid_until"], f["supersede_reason"]
+            elif memories.tombstone(
+                self.conn, mine.id, f["superseded_at"], f["supersede_reason"], f["valid_until"]
             ):
                 self.report.tombstoned += 1
             return
