@@ -63,7 +63,7 @@ def mcp(obj, stdio, http, host, port):
     with MemoryStore.open(settings=settings, create=True) as store:
         for line in store.warnings:
             output.notice(line)
-        serve.warm(store)
+        store.warm_up()
         if http:
             serve.run_http(store, tokens, host, port, output.notice)
         else:

@@ -48,6 +48,22 @@ def queue_items(data_dir: Path, namespace: str) -> list[dict[str, Any]]:
     return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 
 
+def all_queues(data_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every namespace's queued items (the inspector's queue page), namespaces sorted."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted((data_dir / "queue").glob("*.json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        namespace = doc.get("namespace") if isinstance(doc, dict) else None
+        if isinstance(namespace, str) and queue_path(data_dir, namespace) == path:
+            items = queue_items(data_dir, namespace)
+            if items:
+                found[namespace] = items
+    return dict(sorted(found.items()))
+
+
 def _save_queue(data_dir: Path, namespace: str, items: list[dict[str, Any]]) -> None:
     doc = {"namespace": namespace, "items": items[-QUEUE_MAX_ITEMS:]}
     _atomic_write(queue_path(data_dir, namespace), json.dumps(doc, ensure_ascii=False, indent=1))

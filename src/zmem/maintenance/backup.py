@@ -66,7 +66,8 @@ def backup_dir(settings: config.Settings, out_dir: str | None) -> Path:
     return settings.store_path.parent / "backups"
 
 
-def _read_marker(data_dir: Path) -> dict[str, Any] | None:
+def last_backup(data_dir: Path) -> dict[str, Any] | None:
+    """What the last backup recorded (its time and file), or None before the first."""
     try:
         doc = json.loads((data_dir / MARKER).read_text("utf-8"))
     except (OSError, ValueError):
@@ -116,7 +117,7 @@ def backup(
     if not store.is_file():
         raise NotFound(f"no store at {store}: nothing to back up")
     data_dir = settings.data_dir
-    marker = _read_marker(data_dir)
+    marker = last_backup(data_dir)
     if if_due and marker is not None:
         try:
             last = config.parse_instant(marker["at"])

@@ -4,22 +4,18 @@ model, so every call after the first is warm. Nothing but the protocol ever reac
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
-import signal
-import socket
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 
-from zmem.access import UNSCOPED, TokenConfig
+from zmem.access import UNSCOPED, TokenConfig, bind, is_loopback, serve_asgi, url_host
 from zmem.agent_tools.surface import ToolSurface
 from zmem.errors import UsageError
 from zmem.mcp_server.server import SCOPE_KEY, build
-from zmem.retrieval.request import RecallRequest
 from zmem.store import MemoryStore
 
 log = logging.getLogger("zmem.mcp")
@@ -27,12 +23,6 @@ PATH = "/mcp"
 UNAUTHORIZED = json.dumps(
     {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Unauthorized"}}
 ).encode()
-
-
-def warm(store: MemoryStore) -> None:
-    """Load the model, pages and lazily imported modules before the first call (no telemetry)."""
-    store.read(RecallRequest.prefetch("warm up"))
-    store.keep_vectors_in_memory()
 
 
 def run_stdio(store: MemoryStore, tokens: TokenConfig) -> None:
@@ -48,15 +38,6 @@ def run_stdio(store: MemoryStore, tokens: TokenConfig) -> None:
         anyio.run(serve)  # returns when the host closes our stdin
     except KeyboardInterrupt:
         pass  # a host stops a stdio server with SIGINT: a clean exit, no traceback
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class BearerAuth:
@@ -129,21 +110,6 @@ def check_http(host: str, tokens: TokenConfig) -> None:
         )
 
 
-def bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted sockets only when the
-    # listening socket says TCP, and without it every reply waited ~40 ms for a delayed ACK
-    # (Nagle holding the body behind the headers): 48 ms for `stats`, 4 ms with it.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError as exc:
-        sock.close()
-        raise UsageError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
-    return sock
-
-
 def run_http(
     store: MemoryStore,
     tokens: TokenConfig,
@@ -151,27 +117,14 @@ def run_http(
     port: int,
     announce: Callable[[str], None],
 ) -> None:
-    import uvicorn
-
     check_http(host, tokens)
     sock = bind(host, port)
     # Listening before the announcement: a client that connects on reading it waits in the
     # backlog instead of being refused while uvicorn starts.
     sock.listen(2048)
     bound = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
-    announce(f"MCP server listening on http://{shown}:{bound}{PATH}")
-    server = uvicorn.Server(
-        uvicorn.Config(http_app(store, tokens, host), log_level="warning", access_log=False)
-    )
-    # SIGTERM as a clean stop (exit 0), like Ctrl-C.
-    signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
-    try:
-        server.run(sockets=[sock])
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sock.close()
+    announce(f"MCP server listening on http://{url_host(host)}:{bound}{PATH}")
+    serve_asgi(http_app(store, tokens, host), sock)
 
 
 def configure_logging(debug: bool) -> None:

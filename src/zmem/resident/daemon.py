@@ -18,7 +18,6 @@ from zmem.hosts import events
 from zmem.hosts.verbs import Hooks
 from zmem.layout import SOCKET_NAME, SPAWN_STAMP
 from zmem.resident import client, code, dispatch, reads, wire
-from zmem.retrieval.request import RecallRequest
 
 DEFAULT_IDLE_S = 900.0
 READ_TIMEOUT_S = 2.0
@@ -47,8 +46,7 @@ class Resident:
     def warm(self) -> None:
         # Open the store and run one passive read with no telemetry: pages, the embedder and
         # the lazily imported modules are loaded before the first real prompt.
-        self.hooks.store.read(RecallRequest.prefetch("warm up"))
-        self.hooks.store.keep_vectors_in_memory()
+        self.hooks.store.warm_up()
 
     def handle(self, raw: bytes) -> bytes:
         """One request to one reply; the decision is logged here, as the client would."""

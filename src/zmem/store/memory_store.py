@@ -46,6 +46,7 @@ from zmem.store.bulk import BulkJobs
 from zmem.store.episodes import Episodes
 from zmem.store.handoff import Handoff
 from zmem.store.learning import Learning
+from zmem.store.overview import Overview
 from zmem.store.reads import Reader
 from zmem.store.vectors import StoreVectors
 
@@ -59,7 +60,7 @@ def _require_reason(reason: str | None, what: str) -> str:
     return reason.strip()
 
 
-class MemoryStore(BulkJobs, Episodes, Handoff, Learning):
+class MemoryStore(BulkJobs, Episodes, Handoff, Learning, Overview):
     """A connection to one store file, migrated to the current schema on open."""
 
     def __init__(self, conn: apsw.Connection, settings: Settings, schema_version: int):
@@ -341,6 +342,13 @@ class MemoryStore(BulkJobs, Episodes, Handoff, Learning):
     def keep_vectors_in_memory(self) -> bool:
         """Long-lived processes: hold the vector index in memory (see StoreVectors)."""
         return self.vectors.keep_in_memory()
+
+    def warm_up(self) -> None:
+        """Long-lived processes, before the first real call: one passive read with no
+        telemetry loads pages, the embedder and lazily imported modules; vectors stay in
+        memory."""
+        self.read(RecallRequest.prefetch("warm up"))
+        self.keep_vectors_in_memory()
 
     # ---- reads -----------------------------------------------------------------------------
 
