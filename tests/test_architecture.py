@@ -25,6 +25,7 @@ LAYERS = {
     "mcp_server": 4,
     "hermes_provider": 4,
     "agent_tools": 4,
+    "webui": 4,
     "store": 3,
     "doctor": 3,
     "maintenance": 3,

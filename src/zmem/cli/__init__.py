@@ -201,5 +201,6 @@ from zmem.cli import (  # noqa: E402,F401
     recall,
     setup,
     sync,
+    ui,
     writes,
 )

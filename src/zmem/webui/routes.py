@@ -1,0 +1,44 @@
+"""The inspector's routes: which handler answers which path, the static assets, and the Guard
+in front of everything. The one place the app is assembled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from zmem.config import Settings
+from zmem.store import MemoryStore
+from zmem.webui import fixes, pages
+from zmem.webui.app import HERE, Inspector
+from zmem.webui.guard import Guard, Keys
+
+
+def build(store: MemoryStore, settings: Settings, keys: Keys, loopback_only: bool) -> Guard:
+    inspector = Inspector(store, settings, keys)
+
+    def bound(handler: Callable[..., Any]) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            return await handler(inspector, request)
+
+        return endpoint
+
+    routes = [
+        Route("/", bound(pages.overview)),
+        Route("/memories", bound(pages.memories)),
+        Route("/search", bound(pages.search)),
+        Route("/memory/{memory_id}", bound(pages.memory)),
+        Route("/entities", bound(pages.entities)),
+        Route("/queue", bound(pages.queue)),
+        Route("/health", bound(pages.health)),
+        Route("/memory/{memory_id}/{action}", bound(fixes.memory_fix), methods=["POST"]),
+        Route("/entities/merge", bound(fixes.entity_merge), methods=["POST"]),
+        Route("/queue/{action}", bound(fixes.queue_fix), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    return Guard(Starlette(routes=routes), keys, loopback_only)
