@@ -177,7 +177,8 @@ def add_vectors(lexical: Path, path: Path, seed: int) -> None:
         "SELECT rid, namespace FROM memory WHERE superseded_at IS NULL ORDER BY rid"
     ).fetchall()
     with conn:
-        vectors.drop(conn)
+        table = vectors.active(conn)
+        vectors.drop(conn, table)
         vectors.create(conn, "minilm", 384)
         for start in range(0, len(rows), 20_000):
             chunk = rows[start : start + 20_000]
@@ -191,7 +192,7 @@ def add_vectors(lexical: Path, path: Path, seed: int) -> None:
                 [(b, rid) for b, (rid, _) in zip(blobs, chunk, strict=True)],
             )
             conn.executemany(
-                "INSERT INTO memory_vec (rowid, namespace, embedding) VALUES (?, ?, ?)",
+                f"INSERT INTO {table} (rowid, namespace, embedding) VALUES (?, ?, ?)",
                 [(rid, ns, b) for b, (rid, ns) in zip(blobs, chunk, strict=True)],
             )
             print(f"  vectors: {start + len(chunk):,} rows", file=sys.stderr, end="\r")
