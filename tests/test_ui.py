@@ -174,6 +174,25 @@ def test_a_foreign_host_name_is_refused_against_dns_rebinding(served):
     assert status == 421
 
 
+def test_odd_tokens_are_refused_cleanly_and_the_link_cannot_redirect_away(served):
+    server, client, _, _ = served
+    for bad in ("%C3%A9", "%00", "%F0%9F%94%91" * 20):
+        assert client.request("GET", f"/?token={bad}", cookie=False)[0] == 401
+    quoted = client.request(
+        "GET", "/", headers={"Cookie": f'zmem_ui_{client.port}="\\351"'}, cookie=False
+    )
+    assert quoted[0] == 401
+    status, _, _ = client.request("POST", "/queue/drop", {"csrf": "\u00e9" * 64})
+    assert status == 403
+    for path, expected in (
+        ("//evil.example/", "/evil.example/"),
+        ("/\\evil.example/", "/evil.example/"),
+        ("/memory/a%3Fb", "/memory/a%3Fb"),
+    ):
+        status, headers, _ = client.request("GET", f"{path}?token={server.token}", cookie=False)
+        assert status == 303 and headers["location"] == expected, path
+
+
 def test_html_and_script_in_memory_text_are_rendered_inert(served):
     _, client, ids, _ = served
     for path in ("/", f"/memory/{ids['hostile']}", "/search?q=print+the+system+prompt&kind=search",
@@ -201,6 +220,17 @@ def test_a_non_loopback_address_needs_an_explicit_host(tmp_path):
     assert not (tmp_path / "store.sqlite").exists()  # refused before the store is opened
 
 
+def test_an_empty_host_is_refused(tmp_path):
+    env = _env(tmp_path)
+    env["ZMEM_UI_HOST"] = "0.0.0.0"
+    done = subprocess.run(
+        [sys.executable, "-m", "zmem", "ui", "--no-open", "--host", " "],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "--host must not be empty" in done.stderr
+    assert not (tmp_path / "store.sqlite").exists()
+
+
 def test_an_explicit_host_listens_and_warns(tmp_path):
     env = _env(tmp_path)
     with ui_server("--host", "0.0.0.0", env=env, cwd=tmp_path) as server:
@@ -220,6 +250,7 @@ def test_bad_input_is_refused_with_the_libraries_message_and_nothing_written(ser
     _, client, ids, tmp = served
     csrf = client.csrf()
     before = table_counts(tmp / "store.sqlite")
+    queued = sidecars.all_queues(tmp / "data")
     lesson = ids["lesson"]
     for path, fields, status, says in (
         (f"/memory/{lesson}/invalidate", {"reason": "  "}, 400, "requires a non-empty"),
@@ -239,8 +270,9 @@ def test_bad_input_is_refused_with_the_libraries_message_and_nothing_written(ser
         got, _, body = client.request("POST", path, {**fields, "csrf": csrf})
         assert got == status, (path, body[-400:])
         assert says in body, (path, says)
-        assert "Nothing was written" in body
     assert table_counts(tmp / "store.sqlite") == before
+    assert _memory(tmp, lesson).applied_count == 0  # the refused verdict counted nothing
+    assert sidecars.all_queues(tmp / "data") == queued
 
 
 def test_update_writes_a_new_version_and_the_page_shows_its_history(served):
@@ -356,7 +388,7 @@ def test_search_shows_verdicts_and_the_passive_filter(served):
     assert f'data-id="{ids["hostile"]}"' not in results
     assert "omitted_" in passive  # the verdict says why it was not shown
     status, _, body = client.request("GET", "/search?q=x&as_of=yesterday-ish")
-    assert status == 400 and "Nothing was written" in body
+    assert status == 400 and "yesterday-ish" in body
 
 
 def test_the_memory_page_reads_as_of_an_instant(served):
@@ -512,3 +544,41 @@ def test_the_overview_indexes_change_no_answer(store):
     assert store.prepare_overview(lambda: calls.append(1)) == [] and calls == [1]
     assert before["injection_risk"]["count"] == 1
     assert before["stale_sources"]["rows"][0]["state"] == "unreadable"
+
+
+def test_a_busy_store_is_a_503_page_not_a_traceback(store):
+    import anyio
+    import apsw
+
+    from zmem.config import load_settings
+    from zmem.errors import StoreBusy
+    from zmem.webui.app import Inspector
+    from zmem.webui.guard import Keys
+
+    ui = Inspector(store, load_settings(), Keys("t" * 43, 1))
+
+    def busy():
+        raise apsw.BusyError("database is locked")
+
+    with pytest.raises(StoreBusy, match="busy"):
+        anyio.run(ui.call, busy)
+
+
+def test_a_fifo_named_as_a_source_never_blocks(store, tmp_path):
+    import threading
+
+    from conftest import add_row
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    done: dict = {}
+
+    def work():
+        done["id"] = add_row(store, "a fact citing a pipe", source_ref=f"file:{fifo}").id
+        done["overview"] = store.overview()
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(20)
+    assert not t.is_alive(), "hashing the FIFO blocked"
+    assert done["overview"]["stale_sources"]["rows"][0]["state"] == "unreadable"

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,6 +74,9 @@ def ui_server(
             seen.append(line)
             found = URL_LINE.search(line)
             if found:
+                # Keep reading what it prints: a full pipe would block the server, and a test
+                # would hang instead of failing.
+                threading.Thread(target=_drain, args=(proc.stderr, seen), daemon=True).start()
                 yield Server(proc, found.group(1), found.group(2), seen)
                 return
         raise AssertionError(f"zmem ui printed no link: {''.join(seen)!r} (rc {proc.poll()})")
@@ -83,6 +87,11 @@ def ui_server(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _drain(stream, into: list[str]) -> None:
+    for line in stream:
+        into.append(line)
 
 
 def chromium(profile_dir: Path, width: int = 1280, height: int = 900):

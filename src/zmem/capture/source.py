@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from pathlib import Path
 
 from zmem.capture.controls import has_controls
@@ -76,10 +77,15 @@ def _local_path(path: str) -> Path:
 
 
 def hash_file(path: str) -> str | None:
-    """sha256 of the file's bytes, or None when it cannot be read."""
+    """sha256 of the file's bytes, or None when it cannot be read. Only a regular file is
+    read: opening a FIFO named by a source ref would block the recall (or the inspector's
+    overview) until something wrote to it, and a device never ends."""
     digest = hashlib.sha256()
     try:
-        with _local_path(path).open("rb") as handle:
+        local = _local_path(path)
+        if not stat.S_ISREG(local.stat().st_mode):
+            return None
+        with local.open("rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 16), b""):
                 digest.update(chunk)
     except (OSError, RuntimeError, ValueError):

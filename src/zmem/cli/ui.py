@@ -46,6 +46,8 @@ def ui(obj, host, port, no_open):
         raise UsageError(
             f"the inspector needs the ui extra ({exc.name} is missing): pip install 'zmem[ui]'"
         ) from None
+    if host is not None and not host.strip():
+        raise UsageError("--host must not be empty")
     ctx = click.get_current_context()
     explicit = ctx.get_parameter_source("host") == ParameterSource.COMMANDLINE
     chosen = host or os.environ.get(HOST_ENV, "").strip() or serve.DEFAULT_HOST

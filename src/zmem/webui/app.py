@@ -5,12 +5,13 @@ connection), so a slow dry run never stalls the event loop serving the styleshee
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
 import anyio.to_thread
+import apsw
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -19,7 +20,7 @@ from zmem import __version__
 from zmem.config import Settings
 from zmem.errors import NotFound, StoreBusy, ZMemError
 from zmem.models import INJECTION_TAG
-from zmem.store import MemoryStore
+from zmem.store import MemoryStore, failures
 from zmem.webui.guard import CSRF_FIELD, Keys
 
 HERE = Path(__file__).parent
@@ -53,7 +54,10 @@ class Inspector:
         self.store = store
         self.settings = settings
         self.keys = keys
-        self._lock = threading.Lock()
+        # One store call at a time (the store is one connection), queued on the event loop:
+        # a waiting request holds no worker thread, so a slow dry run cannot starve the
+        # thread pool the static files are served from. Made on first use, inside the loop.
+        self._limiter: anyio.CapacityLimiter | None = None
         self.env = Environment(
             loader=FileSystemLoader(HERE / "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
@@ -65,11 +69,18 @@ class Inspector:
         )
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        def locked() -> T:
-            with self._lock:
-                return fn(*args, **kwargs)
+        """Run a store call on a worker thread. A driver error comes back as the ZMemError the
+        CLI would print (busy: 503, unusable: 400), never as a traceback."""
 
-        return await anyio.to_thread.run_sync(locked)
+        def run() -> T:
+            try:
+                return fn(*args, **kwargs)
+            except apsw.Error as exc:
+                raise failures.explain(exc, self.settings.store_path) from None
+
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(1)
+        return await anyio.to_thread.run_sync(run, limiter=self._limiter)
 
     def render(self, request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         done = request.query_params.get("done")

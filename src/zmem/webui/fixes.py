@@ -11,7 +11,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from zmem.errors import NotFound, UsageError, ZMemError
+from zmem.errors import NotFound, UsageError
 from zmem.hosts import sidecars
 from zmem.models import FEEDBACK_VERDICTS, LINK_RELATIONS, MEMORY_TYPES
 from zmem.webui.app import Inspector
@@ -63,11 +63,8 @@ async def memory_fix(ui: Inspector, request: Request) -> Response:
     action = request.path_params["action"]
     if action not in MEMORY_ACTIONS:
         return ui.error(request, NotFound(f"no such action: {action}"))
-    try:
-        memory_id = await ui.call(ui.store.resolve_id, request.path_params["memory_id"])
-        shown, done = await ui.call(_apply, ui, memory_id, action, fields)
-    except ZMemError as exc:
-        return ui.error(request, exc)
+    memory_id = await ui.call(ui.store.resolve_id, request.path_params["memory_id"])
+    shown, done = await ui.call(_apply, ui, memory_id, action, fields)
     return ui.redirect(f"/memory/{shown}", done)
 
 
@@ -76,12 +73,9 @@ async def entity_merge(ui: Inspector, request: Request) -> Response:
     if isinstance(fields, Response):
         return fields
     confirm = fields.get("confirm") == "1"
-    try:
-        source = _required(fields, "source", "the entity to merge")
-        target = _required(fields, "target", "the entity to keep")
-        plan = await ui.call(ui.store.merge_entities, source, target, confirm=confirm)
-    except ZMemError as exc:
-        return ui.error(request, exc)
+    source = _required(fields, "source", "the entity to merge")
+    target = _required(fields, "target", "the entity to keep")
+    plan = await ui.call(ui.store.merge_entities, source, target, confirm=confirm)
     if confirm:
         return ui.redirect("/entities", "merged")
     entities = await ui.call(ui.store.entities)
@@ -110,17 +104,14 @@ async def queue_fix(ui: Inspector, request: Request) -> Response:
     if isinstance(fields, Response):
         return fields
     action = request.path_params["action"]
-    try:
-        namespace = _required(fields, "namespace")
-        item_id = _required(fields, "id", "the queued item's id")
-        if action == "accept":
-            await ui.call(_accept, ui, namespace, item_id, fields)
-            return ui.redirect("/queue", "accepted")
-        if action == "drop":
-            removed = await ui.call(sidecars.clear, ui.settings.data_dir, namespace, ids=(item_id,))
-            if not removed:
-                raise NotFound(f"no queued item {item_id} in {namespace}")
-            return ui.redirect("/queue", "dropped")
-        raise NotFound(f"no such action: {action}")
-    except ZMemError as exc:
-        return ui.error(request, exc)
+    namespace = _required(fields, "namespace")
+    item_id = _required(fields, "id", "the queued item's id")
+    if action == "accept":
+        await ui.call(_accept, ui, namespace, item_id, fields)
+        return ui.redirect("/queue", "accepted")
+    if action == "drop":
+        removed = await ui.call(sidecars.clear, ui.settings.data_dir, namespace, ids=(item_id,))
+        if not removed:
+            raise NotFound(f"no queued item {item_id} in {namespace}")
+        return ui.redirect("/queue", "dropped")
+    raise NotFound(f"no such action: {action}")

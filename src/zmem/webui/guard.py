@@ -54,13 +54,21 @@ class Keys:
         self.csrf = _digest(token, "csrf")
 
     def token_ok(self, presented: str | None) -> bool:
-        return presented is not None and hmac.compare_digest(presented, self.token)
+        return _same(presented, self.token)
 
     def cookie_ok(self, presented: str | None) -> bool:
-        return presented is not None and hmac.compare_digest(presented, self.cookie_value)
+        return _same(presented, self.cookie_value)
 
     def csrf_ok(self, presented: str | None) -> bool:
-        return presented is not None and hmac.compare_digest(presented, self.csrf)
+        return _same(presented, self.csrf)
+
+
+def _same(presented: str | None, expected: str) -> bool:
+    # As bytes: compare_digest refuses a str holding anything but ASCII (a TypeError, a 500,
+    # for `?token=%C3%A9` from any page).
+    if presented is None:
+        return False
+    return hmac.compare_digest(presented.encode("utf-8", "replace"), expected.encode())
 
 
 def _digest(token: str, purpose: str) -> str:
@@ -138,7 +146,10 @@ class Guard:
         """The token link: set the session cookie and send the browser to the same page
         without the token, so it leaves neither history nor a Referer."""
         rest = {k: v for k, v in query.items() if k != TOKEN_PARAM}
-        target = scope.get("path") or "/"
+        # The path as the client sent it (still percent-encoded: `a%3Fb` stays one segment),
+        # with one leading slash: `//host/` or `/\\host/` would send the browser elsewhere.
+        raw = scope.get("raw_path") or (scope.get("path") or "/").encode()
+        target = "/" + raw.decode("latin-1").lstrip("/\\")
         if rest:
             target += "?" + urlencode(rest)
         cookie = (

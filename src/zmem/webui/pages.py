@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from zmem import config
-from zmem.errors import UsageError, ZMemError
+from zmem.errors import UsageError
 from zmem.hosts import sidecars
 from zmem.models import GLOBAL_NAMESPACE, LINK_RELATIONS, MEMORY_TYPES, TAINTS, Memory
 from zmem.retrieval.explain import Verdict
@@ -60,22 +60,19 @@ async def memories(ui: Inspector, request: Request) -> Response:
         "tag": q.get("tag", ""),
         "state": q.get("state", "live"),
     }
-    try:
-        before = _int(q.get("before"), "before", 1, 2**62)
-        if filters["state"] not in ("live", "all"):
-            raise UsageError("state must be live or all")
-        rows = await ui.call(
-            ui.store.browse,
-            namespace=filters["namespace"],
-            type=filters["type"],
-            taint=filters["taint"],
-            tag=filters["tag"],
-            include_superseded=filters["state"] == "all",
-            before=before,
-            limit=PAGE_ROWS,
-        )
-    except ZMemError as exc:
-        return ui.error(request, exc)
+    before = _int(q.get("before"), "before", 1, 2**62)
+    if filters["state"] not in ("live", "all"):
+        raise UsageError("state must be live or all")
+    rows = await ui.call(
+        ui.store.browse,
+        namespace=filters["namespace"],
+        type=filters["type"],
+        taint=filters["taint"],
+        tag=filters["tag"],
+        include_superseded=filters["state"] == "all",
+        before=before,
+        limit=PAGE_ROWS,
+    )
     more = {k: v for k, v in filters.items() if v}
     if len(rows) == PAGE_ROWS:
         more["before"] = str(rows[-1].rowid)
@@ -121,14 +118,11 @@ def _search_request(q: Any) -> tuple[RecallRequest | None, dict[str, Any]]:
 
 
 async def search(ui: Inspector, request: Request) -> Response:
-    try:
-        req, form = _search_request(request.query_params)
-        if req is None:
-            return ui.render(request, "search.html", form=form, report=None)
-        target = form["target"].strip() or None
-        report, verdicts, effective = await ui.call(ui.store.explain, req, target=target)
-    except ZMemError as exc:
-        return ui.error(request, exc)
+    req, form = _search_request(request.query_params)
+    if req is None:
+        return ui.render(request, "search.html", form=form, report=None)
+    target = form["target"].strip() or None
+    report, verdicts, effective = await ui.call(ui.store.explain, req, target=target)
     shown = {h.id for h in report.hits}
     by_id: dict[str, Verdict] = {v.id: v for v in verdicts if v.id}
     others = [v for v in verdicts if v.id not in shown]
@@ -158,15 +152,12 @@ def _stops(ui: Inspector, versions: list[Memory]) -> list[dict[str, str | None]]
 
 async def memory(ui: Inspector, request: Request) -> Response:
     as_of = request.query_params.get("as_of", "").strip()
-    try:
-        described = await ui.call(ui.store.describe, request.path_params["memory_id"])
-        versions = await ui.call(ui.store.lineage, described["id"])
-        at_version = None
-        if as_of:
-            as_of = config.normalize_instant(as_of)
-            at_version = ui.store.version_at(versions, as_of)
-    except ZMemError as exc:
-        return ui.error(request, exc)
+    described = await ui.call(ui.store.describe, request.path_params["memory_id"])
+    versions = await ui.call(ui.store.lineage, described["id"])
+    at_version = None
+    if as_of:
+        as_of = config.normalize_instant(as_of)
+        at_version = ui.store.version_at(versions, as_of)
     others = [link["other"] for link in described["links"]]
     rows = await ui.call(ui.store.rows, others + list(described["merged_from"]))
     successor = {v.update_of: v.id for v in versions if v.update_of}
@@ -248,13 +239,10 @@ def _health(ui: Inspector) -> dict[str, Any]:
 
 async def health(ui: Inspector, request: Request) -> Response:
     job = request.query_params.get("dry_run", "")
-    try:
-        if job and job not in DRY_RUNS:
-            raise UsageError(f"dry_run must be one of: {', '.join(DRY_RUNS)}")
-        data = await ui.call(_health, ui)
-        dry = await ui.call(_dry_run, ui, job) if job else None
-    except ZMemError as exc:
-        return ui.error(request, exc)
+    if job and job not in DRY_RUNS:
+        raise UsageError(f"dry_run must be one of: {', '.join(DRY_RUNS)}")
+    data = await ui.call(_health, ui)
+    dry = await ui.call(_dry_run, ui, job) if job else None
     return ui.render(
         request,
         "health.html",

@@ -13,6 +13,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from zmem.config import Settings
+from zmem.errors import ZMemError
 from zmem.store import MemoryStore
 from zmem.webui import fixes, pages
 from zmem.webui.app import HERE, Inspector
@@ -24,7 +25,12 @@ def build(store: MemoryStore, settings: Settings, keys: Keys, loopback_only: boo
 
     def bound(handler: Callable[..., Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
-            return await handler(inspector, request)
+            # A handler's own refusals are answered where they happen; this catches one
+            # raised where a page did not expect it, so it is still a page and not a 500.
+            try:
+                return await handler(inspector, request)
+            except ZMemError as exc:
+                return inspector.error(request, exc)
 
         return endpoint
 

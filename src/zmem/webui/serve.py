@@ -4,9 +4,12 @@ if asked, and serve with uvicorn until Ctrl-C or SIGTERM."""
 
 from __future__ import annotations
 
+import html
+import os
 import threading
 import webbrowser
 from collections.abc import Callable
+from pathlib import Path
 
 from zmem.access import bind, is_loopback, serve_asgi, url_host
 from zmem.config import Settings
@@ -59,7 +62,30 @@ def run(
         )
     announce(f"inspector for {settings.store_path} at {url}")
     announce("Ctrl-C stops it")
-    if open_browser:
-        # On a thread: a console browser found on PATH would otherwise hold this one.
-        threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
-    serve_asgi(app, sock)
+    page = _open_browser(url, settings.data_dir) if open_browser else None
+    try:
+        serve_asgi(app, sock)
+    finally:
+        if page is not None:
+            page.unlink(missing_ok=True)
+
+
+def _open_browser(url: str, data_dir: Path) -> Path | None:
+    """Open the link without putting the token on a command line, where other users of the
+    machine could read it (/proc/*/cmdline): the browser is given a page readable by this
+    user alone that redirects to the link, as notebook servers do."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        page = data_dir / f".ui-open-{os.getpid()}.html"
+        fd = os.open(page, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            link = html.escape(url)
+            out.write(
+                f'<!doctype html><meta http-equiv="refresh" content="0;url={link}">'
+                f'<p><a href="{link}">Open the ZMem inspector</a></p>'
+            )
+    except OSError:
+        return None  # the printed link still works
+    # On a thread: a console browser found on PATH would otherwise hold this one.
+    threading.Thread(target=webbrowser.open, args=(page.as_uri(),), daemon=True).start()
+    return page
