@@ -538,8 +538,9 @@ def test_a_resident_process_writes_the_bytecode_an_update_left_out(
 
 
 def test_a_resident_process_running_old_code_hands_over(tmp_path, isolated_env, store_path):
-    """Edit the code under a running resident process: its next request is refused (the hook
-    then runs in-process) and the process exits so a fresh one can start."""
+    """Edit the code under a running resident process: within a second it sees the change
+    (checked while idle, never on a request's path), stops answering and exits, so the next
+    hook runs in-process and a fresh process starts."""
     from zmem.resident import wire
 
     seed(store_path)
@@ -559,9 +560,9 @@ def test_a_resident_process_running_old_code_hands_over(tmp_path, isolated_env, 
         edited = src / "zmem" / "hosts" / "verbs.py"
         st = edited.stat()
         os.utime(edited, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-        assert wire.ask(str(sock), request, 10.0) == (wire.REFUSED, b"build")
         assert proc.wait(timeout=10) == 0
         assert not sock.exists()
+        assert wire.ask(str(sock), request, 10.0) == (wire.REFUSED, b"no-daemon")
 
 
 def test_the_resident_process_never_reuses_a_previous_requests_host_env(

@@ -1,5 +1,5 @@
 """Which code is running: the package directory, the file stamps the resident process compares
-with the disk before each answer, the content digest that lets two installs of one release
+with the disk between answers, the content digest that lets two installs of one release
 (Claude Code's and Codex's plugin copies) share a resident process, and the bytecode compile the
 hooks rely on. Standard library only."""
 
@@ -14,7 +14,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the zmem package this proce
 
 def _code_files(pkg: Path) -> list[tuple[str, str, int, int]]:
     """(relative path, path, mtime ns, size) of the package's code, sorted: os.scandir, because
-    the resident process checks this before every answer (pathlib's rglob costs 4x)."""
+    the resident process checks this after every answer (pathlib's rglob costs 4x)."""
     root = str(pkg)
     out = []
     stack = [root]
@@ -40,8 +40,9 @@ def _digest(chunks: list[bytes]) -> str:
 
 
 def build_id(pkg: Path = PACKAGE_DIR) -> str:
-    """The code's file stamps: the resident process compares its own with the disk before each
-    answer, and hands over to a fresh process when they differ (~0.5 ms)."""
+    """The code's file stamps: the resident process compares its own with the disk after each
+    answer and while idle, and hands over to a fresh process when they differ (~1 ms for the
+    package's 171 files)."""
     return _digest([f"{rel}:{mtime}:{size};".encode() for rel, _, mtime, size in _code_files(pkg)])
 
 

@@ -57,9 +57,8 @@ class Resident:
         header, payload = decoded
         if not self._same_code(header.get("pkg")):
             return wire.encode_refusal("pkg")  # another release shares this data dir
-        if code.build_id() != self.build:
-            self.stale = True  # the code changed under us: let a fresh process take over
-            return wire.encode_refusal("build")
+        if self.stale:
+            return wire.encode_refusal("build")  # seen changed between requests: handing over
         if header.get("env") != self.env:
             return wire.encode_refusal("env")
         forwarded = header.get("request_env")
@@ -144,6 +143,7 @@ class Resident:
                 try:
                     conn, _ = server.accept()
                 except TimeoutError:
+                    self._check_code()
                     continue
                 with conn:
                     if self._answer(conn):
@@ -160,7 +160,16 @@ class Resident:
             server.close()
             self.hooks.close()
 
+    def _check_code(self) -> None:
+        """Hand over to a fresh process when the code on disk changed (an upgrade, an edit).
+        Checked after each answer and once a second while idle, never on a request's path: the
+        walk over the package's files costs ~1 ms a prompt. An edit is thus seen within a
+        second; a request in that second is still answered by the code that was loaded."""
+        if code.build_id() != self.build:
+            self.stale = True
+
     def _between_requests(self) -> None:
+        self._check_code()
         # After the reply is sent: a capture by another process made the in-memory vectors
         # stale (that prompt was answered from the index); rebuild them before the next one.
         # A store reopened after an error gets its copy here too.
