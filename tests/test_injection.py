@@ -219,7 +219,7 @@ def _every_template(text: str) -> list[str]:
     """The shapes found with no anchor prefilter: every template runs."""
     norm = injection._normalise(text)
     found = set()
-    for shape, rx in injection._COMPILED:
+    for shape, rx in injection.compiled():
         veto = shape in injection._VETO_WHEN_DESCRIPTIVE
         if any(not (veto and injection._descriptive(norm, m.start())) for m in rx.finditer(norm)):
             found.add(shape)

@@ -175,9 +175,22 @@ _TEMPLATES: dict[str, tuple[str, ...]] = {
     ),
 }
 
-_COMPILED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (shape, _phrase(template)) for shape, templates in _TEMPLATES.items() for template in templates
-)
+# Each shape's templates are compiled when a text first holds its anchors: compiling them all
+# cost ~12 ms at import, paid by every process importing the capture policy, the cold prompt
+# hook included, whose rows (read-time reclassification) mostly hold no anchor at all.
+_BY_SHAPE: dict[str, tuple[re.Pattern[str], ...]] = {}
+
+
+def _shape_rx(shape: str) -> tuple[re.Pattern[str], ...]:
+    found = _BY_SHAPE.get(shape)
+    if found is None:
+        found = _BY_SHAPE[shape] = tuple(_phrase(t) for t in _TEMPLATES[shape])
+    return found
+
+
+def compiled() -> list[tuple[str, re.Pattern[str]]]:
+    """Every (shape, compiled template), in template order."""
+    return [(shape, rx) for shape in _TEMPLATES for rx in _shape_rx(shape)]
 
 
 # A shape's anchor groups: every template of the shape contains a word of each group, so a text
@@ -275,7 +288,6 @@ _ANCHORS: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
 }
 assert set(_ANCHORS) == set(_TEMPLATES)
-_BY_SHAPE = {shape: tuple(rx for s, rx in _COMPILED if s == shape) for shape in _TEMPLATES}
 
 
 def _anchor_text(norm: str) -> str:
@@ -312,7 +324,7 @@ def injection_shapes(text: str) -> list[str]:
 
 def _matches(shape: str, norm: str) -> bool:
     veto = shape in _VETO_WHEN_DESCRIPTIVE
-    for rx in _BY_SHAPE[shape]:
+    for rx in _shape_rx(shape):
         for m in rx.finditer(norm):
             if not (veto and _descriptive(norm, m.start())):
                 return True
