@@ -160,10 +160,19 @@ _PATTERN_SPECS: tuple[tuple[str, str, _Check | None], ...] = (
     ),
 )
 
-_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...], _Check | None], ...] = tuple(
-    (kind, rx, tuple(g for g in _SECRET_GROUPS if g in rx.groupindex), check)
-    for kind, rx, check in ((k, re.compile(p), c) for k, p, c in _PATTERN_SPECS)
-)
+# Each pattern is compiled the first time a text holds its anchors: compiling them all cost
+# ~6 ms at import, paid by every process importing the capture policy (the cold prompt hook
+# too, which never redacts).
+_COMPILED: dict[int, tuple[re.Pattern[str], tuple[str, ...]]] = {}
+
+
+def _pattern(index: int) -> tuple[re.Pattern[str], tuple[str, ...]]:
+    """(compiled pattern, the secret groups it has) of _PATTERN_SPECS[index]."""
+    found = _COMPILED.get(index)
+    if found is None:
+        rx = re.compile(_PATTERN_SPECS[index][1])
+        found = _COMPILED[index] = (rx, tuple(g for g in _SECRET_GROUPS if g in rx.groupindex))
+    return found
 
 
 # Literals every match of a pattern contains: (case-sensitive, lower-cased for the (?i:) parts).
@@ -186,7 +195,7 @@ _ANCHORS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "bearer_token": ((), ("bearer",)),
     "password_assignment": ((), ("pass", "pwd", "secret", "api", "access", "private", "token")),
 }
-assert list(_ANCHORS) == [kind for kind, *_ in _PATTERNS]
+assert list(_ANCHORS) == [kind for kind, *_ in _PATTERN_SPECS]
 
 
 _ANCHOR_LIST = tuple(
@@ -198,11 +207,11 @@ _ANCHOR_LIST = tuple(
 
 
 def _may_match(text: str) -> list[bool]:
-    """Per pattern (in _PATTERNS order): False when the pattern cannot match ``text``."""
+    """Per pattern (in _PATTERN_SPECS order): False when the pattern cannot match ``text``."""
     if not text.isascii():
-        return [True] * len(_PATTERNS)
+        return [True] * len(_PATTERN_SPECS)
     haystacks = (text, text.lower())
-    live = [False] * len(_PATTERNS)
+    live = [False] * len(_PATTERN_SPECS)
     for anchor, folded, index in _ANCHOR_LIST:
         if not live[index] and anchor in haystacks[folded]:
             live[index] = True
@@ -219,11 +228,12 @@ def _secret_span(m: re.Match[str], groups: tuple[str, ...]) -> tuple[int, int]:
 def find_secrets(text: str) -> list[SecretMatch]:
     """Return non-overlapping secret spans in ``text``, sorted by start."""
     candidates: list[tuple[int, int, int, str]] = []
-    for priority, ((kind, rx, groups, check), live) in enumerate(
-        zip(_PATTERNS, _may_match(text), strict=True)
+    for priority, ((kind, _, check), live) in enumerate(
+        zip(_PATTERN_SPECS, _may_match(text), strict=True)
     ):
         if not live:
             continue
+        rx, groups = _pattern(priority)
         pos = 0
         while (m := rx.search(text, pos)) is not None:
             start, end = _secret_span(m, groups)
