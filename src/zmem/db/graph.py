@@ -3,7 +3,6 @@ episodes, and the meta key/value table."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Sequence
 
 import apsw
@@ -195,6 +194,8 @@ def episodes_of(conn: apsw.Connection, memory_id: str) -> list[Episode]:
 
 
 def open_episode(conn: apsw.Connection, namespace: str, at: str) -> str:
+    import uuid  # on the first episode only: see capture.writer._uuid4
+
     episode_id = str(uuid.uuid4())
     conn.execute(
         "INSERT INTO episode (id, namespace, started_at) VALUES (?, ?, ?)",

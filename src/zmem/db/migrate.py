@@ -8,7 +8,6 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 
 import apsw
 
@@ -108,6 +107,10 @@ _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
 def load_migrations() -> list[Migration]:
+    # Imported here: importlib.resources pulls in tempfile, random and hashlib (~6.5 ms) that a
+    # store already at the current schema (every hook) never needs.
+    from importlib import resources
+
     folder = resources.files("zmem.db") / "migrations"
     found: list[Migration] = []
     for entry in folder.iterdir():

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -97,6 +96,8 @@ def _fsync_dir(directory: Path) -> None:
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` so that `path` either holds all of it or is untouched."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # writers only: every store open asks this module whether a model exists
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -195,6 +196,8 @@ def download_verified(
     if read_if_valid(dest, sha256) is not None:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
     digest, size = hashlib.sha256(), 0
     try:

@@ -9,8 +9,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from zmem.embedding import fake
-
 Embedder = Callable[[str], tuple[bytes, str] | None]
 
 _RUNTIME_MODULES = ("numpy", "onnxruntime", "tokenizers")
@@ -83,6 +81,8 @@ def load_embedder(profile: str, data_dir: Path | None = None) -> Embedder | None
     """The write path's embedder: text -> (float32 little-endian bytes, model name), or None when
     the profile cannot run here. `data_dir` defaults to ZMEM_DATA, else ~/.zmem."""
     if profile == "fake":
+        from zmem.embedding import fake  # tests' profile: its hashlib costs others ~3.7 ms
+
         return fake.embed_bytes
     if profile != "minilm" or not runtime_available():
         return None

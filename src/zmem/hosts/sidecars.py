@@ -5,12 +5,10 @@ atomic (temp file + rename) so a hook killed mid-write leaves the old file. Stan
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,8 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def queue_path(data_dir: Path, namespace: str) -> Path:
     safe = _NS_SAFE.sub("_", namespace).strip("_") or "ns"
+    import hashlib  # ~3.6 ms (OpenSSL) that a prompt without a correction need not pay
+
     digest = hashlib.sha256(namespace.encode()).hexdigest()[:8]
     return data_dir / "queue" / f"{safe[:80]}-{digest}.json"
 
@@ -73,6 +73,8 @@ def enqueue(data_dir: Path, namespace: str, item: dict[str, Any]) -> dict[str, A
     items = queue_items(data_dir, namespace)
     if any(i.get("message") == item.get("message") for i in items):
         return item  # the same correction typed twice is one candidate
+    import uuid  # only when a correction is queued: see capture.writer._uuid4
+
     item = {"id": uuid.uuid4().hex[:12], "queued_at": time.time(), **item}
     items.append(item)
     _save_queue(data_dir, namespace, items)
