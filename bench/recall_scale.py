@@ -260,6 +260,59 @@ def warm(
     }
 
 
+def resident_process(path: Path, runs: int = 3) -> dict[str, float]:
+    """The hooks' resident process itself on this store: from its start until its socket
+    answers (the model loaded, one warm-up read, the vector copy built), and its memory then:
+    private (RssAnon: the model, the vector copy, Python) and file-backed (RssFile: pages of
+    the memory-mapped store it has read, which the kernel can drop). Medians of `runs`."""
+    import tempfile
+
+    from zmem.layout import SOCKET_NAME
+    from zmem.resident.client import answers
+
+    ups, anon, mapped = [], [], []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as data:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("ZMEM_")}
+            env.update(
+                ZMEM_STORE=str(path),
+                ZMEM_DATA=data,
+                ZMEM_EMBED_PROFILE="minilm",
+                ZMEM_MODEL_DIR=os.environ.get("ZMEM_MODEL_DIR", ""),
+                PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"),
+            )
+            if not env["ZMEM_MODEL_DIR"]:
+                del env["ZMEM_MODEL_DIR"]
+            sock = Path(data) / SOCKET_NAME
+            t = time.perf_counter()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "zmem.resident.daemon", data],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                while not answers(sock):
+                    if proc.poll() is not None or time.perf_counter() - t > 300:
+                        raise SystemExit("the resident process did not come up")
+                    time.sleep(0.02)
+                ups.append((time.perf_counter() - t) * 1000)
+                status = dict(
+                    line.split(":", 1)
+                    for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+                )
+                anon.append(int(status["RssAnon"].split()[0]) / 1024)
+                mapped.append(int(status["RssFile"].split()[0]) / 1024)
+            finally:
+                proc.kill()
+                proc.wait()
+    return {
+        "up_ms": statistics.median(ups),
+        "anon_mb": statistics.median(anon),
+        "file_mb": statistics.median(mapped),
+    }
+
+
 def fresh(path: Path, qs: list[str], runs: int, hybrid: bool = False) -> dict[str, float]:
     exe = Path(sys.executable).with_name("zmem")
     env = {**os.environ, "ZMEM_STORE": str(path)}
@@ -312,6 +365,8 @@ def main() -> int:
         passive = warm(path, qs, passive=True, hybrid=args.hybrid)
         explicit = warm(path, qs, passive=False, hybrid=args.hybrid)
         resident = warm(path, qs, passive=True, hybrid=True, resident=True) if args.hybrid else None
+        if resident is not None:
+            resident.update(resident_process(path))
         print(f"  {size:,}: {args.fresh_runs} fresh processes...", file=sys.stderr)
         cold = fresh(path, qs, args.fresh_runs, hybrid=args.hybrid)
         results.append(
@@ -346,13 +401,16 @@ def main() -> int:
     if args.hybrid:
         print(
             "\nResident process (the hooks' daemon: vector index copied into memory, "
-            "passive reads)\n\n| rows | p50 / p95 ms | copy built in ms |\n|---|---|---|"
+            "passive reads; the process itself: start until its socket answers, and its "
+            "memory then)\n\n| rows | p50 / p95 ms | copy built in ms | process up in ms | "
+            "private MB | mapped store MB |\n|---|---|---|---|---|---|"
         )
         for r in results:
             res = r["resident"]
             print(
                 f"| {r['rows']:,} | {res['p50_ms']:.1f} / {res['p95_ms']:.1f} | "
-                f"{res['copy_ms']:.0f} |"
+                f"{res['copy_ms']:.0f} | {res['up_ms']:.0f} | {res['anon_mb']:.0f} | "
+                f"{res['file_mb']:.0f} |"
             )
     if args.out_json:
         Path(args.out_json).write_text(json.dumps(results, indent=2))
