@@ -447,8 +447,9 @@ _RX: dict[str, re.Pattern[str]] = {}
 def _rx(name: str) -> re.Pattern[str]:
     """The learned detector's own expressions, compiled on first use."""
     if not _RX:
-        _RX.update(word=re.compile(_WORD), leety=re.compile(_LEETY), spaced=re.compile(_SPACED))
+        # _CUES first: _RX non-empty is what tells another thread that both are filled.
         _CUES.update((cue, re.compile(p)) for cue, p in _CUE_PATTERNS.items())
+        _RX.update(word=re.compile(_WORD), leety=re.compile(_LEETY), spaced=re.compile(_SPACED))
     return _RX[name]
 
 

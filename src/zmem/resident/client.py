@@ -58,7 +58,10 @@ def answers(path: Path) -> bool:
         return False
     import _socket  # the C module: `socket` would add ~6 ms (enum, selectors) to a cold hook
 
-    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    except OSError:  # no descriptors left, or a sandbox without sockets: nobody answers
+        return False
     try:
         s.settimeout(0.2)
         s.connect(str(path))

@@ -165,11 +165,17 @@ class Resident:
         Checked after each answer and once a second while idle, never on a request's path: the
         walk over the package's files costs ~1 ms a prompt. An edit is thus seen within a
         second; a request in that second is still answered by the code that was loaded."""
-        if code.build_id() != self.build:
+        try:
+            changed = code.build_id() != self.build
+        except OSError:  # a file vanished mid-walk: an upgrade is under way
+            changed = True
+        if changed:
             self.stale = True
 
     def _between_requests(self) -> None:
         self._check_code()
+        if self.stale:
+            return  # about to exit: no vector copy for a process that answers no more
         # After the reply is sent: a capture by another process made the in-memory vectors
         # stale (that prompt was answered from the index); rebuild them before the next one.
         # A store reopened after an error gets its copy here too.
