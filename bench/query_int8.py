@@ -28,14 +28,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "bench"))
 
-PROMPTS = [
-    "I'm about to git push the release branch, anything to check first?",
-    "the pytest suite is flaky in CI again, where do I start",
-    "add a database migration for the new column",
-    "why is the docker build so slow today",
-    "set up linting for the new package",
-]
+from hooks import PROMPTS  # noqa: E402  the warm hook bench's prompts
 
 
 def quantized(blobs, work: Path):

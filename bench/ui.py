@@ -119,7 +119,7 @@ def run_size(size: int, args: argparse.Namespace, cache: Path) -> list[dict]:
         t0 = time.perf_counter()
         with ui_server(env=env, cwd=Path(work)) as server:
             up_ms = (time.perf_counter() - t0) * 1000
-            status, _, cookie = _enter(server.port, server.token)
+            cookie = _enter(server.port, server.token)
             for round_ in range(args.rounds + 1):
                 for name, make in pages.items():
                     server_ms, wall_ms, status = _get(server.port, make(round_), cookie)
@@ -142,14 +142,16 @@ def run_size(size: int, args: argparse.Namespace, cache: Path) -> list[dict]:
     ]
 
 
-def _enter(port: int, token: str) -> tuple[int, str, str]:
+def _enter(port: int, token: str) -> str:
+    """The session cookie the token link sets."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     conn.request("GET", f"/?token={token}")
     resp = conn.getresponse()
     resp.read()
-    cookie = (resp.getheader("set-cookie") or "").split(";", 1)[0]
     conn.close()
-    return resp.status, "", cookie
+    if resp.status != 303:
+        raise SystemExit(f"the token link answered {resp.status}")
+    return (resp.getheader("set-cookie") or "").split(";", 1)[0]
 
 
 def main() -> int:

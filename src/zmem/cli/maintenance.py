@@ -175,11 +175,7 @@ def sweep(obj, marker_dirs, max_age_days, dry_run, as_json):
     if as_json:
         output.emit_json(result.to_dict())
     else:
-        verb = "would remove" if dry_run else "removed"
-        output.emit(
-            f"sweep: {verb} {result.removed} of {result.scanned} sentinel(s) older than "
-            f"{age:g} days; kept {result.kept}"
-        )
+        output.emit(result.summary_line())
 
 
 def _run_job(what: str, start, summary, dry_run: bool, as_json: bool) -> dict | None:

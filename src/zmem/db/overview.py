@@ -129,18 +129,15 @@ def tagged_live(conn: apsw.Connection, tag: str, limit: int) -> tuple[int, list[
 
 def file_sources(conn: apsw.Connection, limit: int) -> list[tuple[str, str | None, int, str]]:
     """(source_ref, hash at capture, live rows citing it, newest such row's id) for the
-    `limit` most recently cited file: sources. The caller hashes each file once."""
+    `limit` most recently cited file: sources. The caller hashes each file once. `id` is a
+    bare column beside max(rid): SQLite takes it from the row holding that maximum."""
     rows = conn.execute(
-        "SELECT source_ref, source_hash, count(*), max(rid) FROM memory "
+        "SELECT source_ref, source_hash, count(*), id, max(rid) FROM memory "
         "WHERE superseded_at IS NULL AND source_ref LIKE 'file:%' "
         "GROUP BY source_ref, source_hash ORDER BY max(rid) DESC LIMIT ?",
         (limit,),
     )
-    out = []
-    for ref, digest, n, rid in rows:
-        newest = conn.execute("SELECT id FROM memory WHERE rid = ?", (rid,)).fetchone()[0]
-        out.append((ref, digest, n, newest))
-    return out
+    return [(ref, digest, n, newest) for ref, digest, n, newest, _ in rows]
 
 
 def page(

@@ -31,6 +31,13 @@ class SweepResult:
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    def summary_line(self) -> str:
+        verb = "would remove" if self.dry_run else "removed"
+        return (
+            f"sweep: {verb} {self.removed} of {self.scanned} sentinel(s) older than "
+            f"{self.max_age_days:g} days; kept {self.kept}"
+        )
+
 
 def sweep(dirs: Iterable[Path], max_age_days: float, *, dry_run: bool = False) -> SweepResult:
     if not max_age_days >= 0:

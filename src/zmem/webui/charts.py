@@ -36,9 +36,10 @@ def _days(counts: dict[str, int]) -> dict[date, int]:
     out: dict[date, int] = {}
     for key, n in counts.items():
         try:
-            out[date.fromisoformat(key)] = out.get(date.fromisoformat(key), 0) + n
+            day = date.fromisoformat(key)
         except (TypeError, ValueError):
             continue  # a time this store did not write: not drawable, not fatal
+        out[day] = out.get(day, 0) + n
     return out
 
 

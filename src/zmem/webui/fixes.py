@@ -14,6 +14,7 @@ from starlette.responses import Response
 from zmem.errors import NotFound, UsageError
 from zmem.hosts import sidecars
 from zmem.models import FEEDBACK_VERDICTS, LINK_RELATIONS, MEMORY_TYPES
+from zmem.webui import pages
 from zmem.webui.app import Inspector
 
 MEMORY_ACTIONS = ("update", "invalidate", "contradict", "link", "feedback")
@@ -78,11 +79,7 @@ async def entity_merge(ui: Inspector, request: Request) -> Response:
     plan = await ui.call(ui.store.merge_entities, source, target, confirm=confirm)
     if confirm:
         return ui.redirect("/entities", "merged")
-    entities = await ui.call(ui.store.entities)
-    entities.sort(key=lambda e: (-e.links, e.name.lower()))
-    return ui.render(
-        request, "entities.html", entities=entities[:200], matched=len(entities), q="", plan=plan
-    )
+    return await pages.entity_page(ui, request, "", plan)
 
 
 def _accept(ui: Inspector, namespace: str, item_id: str, fields: dict[str, str]) -> dict[str, Any]:

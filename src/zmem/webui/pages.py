@@ -183,7 +183,13 @@ async def memory(ui: Inspector, request: Request) -> Response:
 
 
 async def entities(ui: Inspector, request: Request) -> Response:
-    needle = request.query_params.get("q", "").strip().lower()
+    return await entity_page(ui, request, request.query_params.get("q", ""), None)
+
+
+async def entity_page(ui: Inspector, request: Request, q: str, plan: Any) -> Response:
+    """The entity list (most linked first, filtered by name or alias), with a merge plan to
+    confirm when there is one."""
+    needle = q.strip().lower()
     found = await ui.call(ui.store.entities)
     if needle:
         found = [
@@ -196,7 +202,7 @@ async def entities(ui: Inspector, request: Request) -> Response:
         entities=found[:ENTITY_ROWS],
         matched=len(found),
         q=needle,
-        plan=None,
+        plan=plan,
     )
 
 
@@ -215,14 +221,8 @@ def _dry_run(ui: Inspector, job: str) -> dict[str, Any]:
     if job == "organize":
         report = ui.store.organize(dry_run=True, force=True).to_dict()
         return {"lines": [organize.summary_line(report)]}
-    days = ui.settings.sentinel_sweep_days
-    result = sweep.sweep([ui.settings.data_dir], days, dry_run=True)
-    return {
-        "lines": [
-            f"sweep: would remove {result.removed} of {result.scanned} sentinel(s) older than "
-            f"{days:g} days; kept {result.kept}"
-        ]
-    }
+    result = sweep.sweep([ui.settings.data_dir], ui.settings.sentinel_sweep_days, dry_run=True)
+    return {"lines": [result.summary_line()]}
 
 
 def _health(ui: Inspector) -> dict[str, Any]:
