@@ -425,7 +425,7 @@ def rekey_batch(conn: apsw.Connection, old: str, new: str, limit: int) -> int:
     for rid, norm, blob in rows:
         conn.execute("UPDATE memory SET namespace = ? WHERE rid = ?", (new, rid))
         if blob is not None:
-            vectors.put(conn, rid, new, blob)
+            vectors.move(conn, rid, new, blob)
         add_terms(conn, rid, new, norm or "")
     return len(rows)
 

@@ -30,6 +30,14 @@ MAX_K = 4096  # vec0 refuses a larger k
 # index (retrieval.vector_cache) is stale once it moves. Other processes' writes show in
 # PRAGMA data_version instead.
 _generation = 0
+# What an in-memory copy needs to catch up with any writer without re-reading every vector.
+# New rows need nothing: rids only grow (no row is ever deleted), so they are the rows past the
+# copy's highest rid. A tombstone appends its rid to a bounded ring in meta (total count first);
+# every change to the vectors of existing rows (a re-embed, a namespace rekey, a new index)
+# draws a new epoch, after which a copy rebuilds.
+EPOCH_KEY = "vector_epoch"
+REMOVALS_KEY = "vector_removals"
+REMOVALS_KEPT = 512
 
 
 def generation() -> int:
@@ -114,7 +122,7 @@ def create(conn: apsw.Connection, profile: str, dim: int) -> None:
 
 def create_table(conn: apsw.Connection, table: str, dim: int) -> None:
     assert table in TABLES
-    _changed()
+    rewritten(conn)
     conn.execute(
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
         f"namespace text partition key, embedding float[{int(dim)}] distance_metric=cosine)"
@@ -122,6 +130,7 @@ def create_table(conn: apsw.Connection, table: str, dim: int) -> None:
 
 
 def set_committed(conn: apsw.Connection, profile: str, dim: int) -> None:
+    rewritten(conn)
     _set_meta(conn, ((PROFILE_KEY, profile), (DIM_KEY, str(dim))))
 
 
@@ -133,9 +142,33 @@ def _set_meta(conn: apsw.Connection, pairs: Sequence[tuple[str, str]]) -> None:
     )
 
 
+def rewritten(conn: apsw.Connection) -> None:
+    """Existing rows' vectors changed in place: in-memory copies must rebuild."""
+    _changed()
+    _set_meta(conn, ((EPOCH_KEY, os.urandom(8).hex()),))
+
+
+def _removed(conn: apsw.Connection, rid: int) -> None:
+    held = graph.get_meta(conn, REMOVALS_KEY)
+    total, *rids = (held or "0").split()
+    rids.append(str(rid))
+    _set_meta(conn, ((REMOVALS_KEY, " ".join([str(int(total) + 1), *rids[-REMOVALS_KEPT:]])),))
+
+
+def change_marks(conn: apsw.Connection) -> tuple[str | None, int, list[int]]:
+    """(epoch, tombstones ever counted, the newest of their rids, oldest first)."""
+    marks = dict(
+        conn.execute(
+            "SELECT key, value FROM meta WHERE key IN (?, ?)", (EPOCH_KEY, REMOVALS_KEY)
+        ).fetchall()
+    )
+    total, *rids = (marks.get(REMOVALS_KEY) or "0").split()
+    return marks.get(EPOCH_KEY), int(total), [int(r) for r in rids]
+
+
 def drop(conn: apsw.Connection, table: str) -> None:
     assert table in TABLES
-    _changed()
+    rewritten(conn)
     conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
@@ -143,7 +176,7 @@ def flip(conn: apsw.Connection, table: str, profile: str, dim: int) -> None:
     """Make `table` the live index and commit the store to its profile in one transaction's
     meta write: readers see the old index or the new one, never a mix."""
     assert table in TABLES
-    _changed()
+    rewritten(conn)
     _set_meta(conn, ((TABLE_KEY, table), (PROFILE_KEY, profile), (DIM_KEY, str(dim))))
 
 
@@ -159,6 +192,17 @@ def put(conn: apsw.Connection, rid: int, namespace: str, blob: bytes) -> bool:
     except apsw.Error:
         return False
     return True
+
+
+def move(conn: apsw.Connection, rid: int, namespace: str, blob: bytes) -> bool:
+    """Re-index a row under another namespace. vec0's INSERT OR REPLACE keeps the row in its
+    old partition, so the row is deleted first."""
+    rewritten(conn)
+    try:
+        conn.execute(f"DELETE FROM {active(conn)} WHERE rowid = ?", (rid,))
+    except apsw.Error:
+        return False
+    return put(conn, rid, namespace, blob)
 
 
 def put_many(conn: apsw.Connection, rows: Sequence[tuple[int, str, bytes]]) -> bool:
@@ -179,11 +223,12 @@ def put_many(conn: apsw.Connection, rows: Sequence[tuple[int, str, bytes]]) -> b
 def delete(conn: apsw.Connection, memory_id: str) -> None:
     """Drop a tombstoned row's vector: the vector lane's pool is live rows only."""
     _changed()
+    row = conn.execute("SELECT rid FROM memory WHERE id = ?", (memory_id,)).fetchone()
+    if row is None:
+        return
+    _removed(conn, row[0])  # with or without an index here: copies read the rows themselves
     try:
-        conn.execute(
-            f"DELETE FROM {active(conn)} WHERE rowid = (SELECT rid FROM memory WHERE id = ?)",
-            (memory_id,),
-        )
+        conn.execute(f"DELETE FROM {active(conn)} WHERE rowid = ?", (row[0],))
     except apsw.Error:
         pass  # no index in this store or connection; the lane re-checks liveness anyway
 
@@ -227,15 +272,18 @@ def nearest_ids(
     return out[:k]
 
 
-def indexed_rows(conn: apsw.Connection, model: str, dim: int) -> Iterator[tuple[int, str, bytes]]:
-    """(rid, namespace, vector) of the rows the index is meant to hold: live, embedded by `model`
-    at `dim`, streamed (at 100k rows a list of them all held ~300 MB at once). Read from the
-    memory table, ~5x faster than a vec0 scan (it also holds vectors written by a process
-    without sqlite-vec, which `reembed` would index)."""
+def indexed_rows(
+    conn: apsw.Connection, model: str, dim: int, after: int = 0
+) -> Iterator[tuple[int, str, bytes | None]]:
+    """(rid, namespace, vector) of the live rows past rid `after`, in rid order; the vector is
+    None unless embedded by `model` at `dim` (such a row is outside the index). Streamed: at 100k
+    rows a list of them all held ~300 MB at once. Read from the memory table, ~5x faster than a
+    vec0 scan (it also holds vectors written by a process without sqlite-vec, which `reembed`
+    would index)."""
     return conn.execute(
-        "SELECT rid, namespace, embedding FROM memory WHERE superseded_at IS NULL "
-        "AND embedding IS NOT NULL AND embedding_model = ? AND length(embedding) = ?",
-        (model, dim * 4),
+        "SELECT rid, namespace, CASE WHEN embedding_model = ? AND length(embedding) = ? "
+        "THEN embedding END FROM memory WHERE rid > ? AND superseded_at IS NULL ORDER BY rid",
+        (model, dim * 4, after),
     )
 
 
@@ -284,7 +332,7 @@ def meant_rids(conn: apsw.Connection, model: str, dim: int) -> set[int]:
 
 def index_rows(conn: apsw.Connection, rids: Sequence[int]) -> int:
     """Index these rows from their stored vectors (live ones only); returns rows indexed."""
-    _changed()
+    rewritten(conn)
     marks = ",".join("?" * len(rids))
     rows = conn.execute(
         f"SELECT rid, namespace, embedding FROM memory WHERE rid IN ({marks}) "
@@ -299,7 +347,7 @@ def index_rows(conn: apsw.Connection, rids: Sequence[int]) -> int:
 
 
 def unindex(conn: apsw.Connection, rids: Sequence[int], table: str | None = None) -> None:
-    _changed()
+    rewritten(conn)
     name = table or active(conn)
     assert name in TABLES
     conn.executemany(f"DELETE FROM {name} WHERE rowid = ?", [(r,) for r in rids])
@@ -307,6 +355,7 @@ def unindex(conn: apsw.Connection, rids: Sequence[int], table: str | None = None
 
 def set_embedding(conn: apsw.Connection, rid: int, blob: bytes, model: str, at: str) -> bool:
     """Replace a LIVE row's vector (a row tombstoned meanwhile keeps its own); True if set."""
+    rewritten(conn)
     conn.execute(
         "UPDATE memory SET embedding = ?, embedding_model = ?, embedded_at = ? "
         "WHERE rid = ? AND superseded_at IS NULL",
@@ -353,6 +402,7 @@ def pending_conversion(conn: apsw.Connection) -> dict | None:
 
 
 def last_rid(conn: apsw.Connection) -> int:
+    """The highest rid ever written (0 for none): rows are never deleted, so rids only grow."""
     return conn.execute("SELECT coalesce(max(rid), 0) FROM memory").fetchone()[0]
 
 
@@ -412,6 +462,7 @@ def staged_span(conn: apsw.Connection, cursor: int, limit: int) -> tuple[int, in
 
 def copy_staged(conn: apsw.Connection, first: int, last: int, model: str, at: str) -> int:
     """Move the staged vectors of rids first..last onto their rows; returns rows updated."""
+    rewritten(conn)
     conn.execute(
         "UPDATE memory SET embedding = s.embedding, embedding_model = ?, embedded_at = ? "
         f"FROM {STAGE} AS s WHERE memory.rid = s.rid AND s.rid BETWEEN ? AND ?",

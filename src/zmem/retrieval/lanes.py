@@ -261,7 +261,7 @@ class VectorLane:
         # are evidence of nothing and stay out of the fusion.
         cache = plan.vector_cache
         try:
-            if cache is not None and cache.fresh(conn):
+            if cache is not None and cache.current(conn):
                 knn = cache.knn(plan.vector, scope.namespaces, depth * 2)
             else:
                 knn = vectors.knn(conn, plan.vector, scope.namespaces, depth * 2)

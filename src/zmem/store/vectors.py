@@ -100,10 +100,11 @@ class StoreVectors:
 
     def keep_in_memory(self) -> bool:
         """For long-lived processes (the hooks' resident process): hold a copy of the vector
-        index in memory so a hybrid read's KNN is one matrix product, not a vec0 scan. After a
-        write by another process the copy is stale and reads use the index again; call this
-        between requests to rebuild it. True when a fresh copy is held; False when this store
-        reads no vectors."""
+        index in memory so a hybrid read's KNN is one matrix product, not a vec0 scan. Reads
+        catch the copy up after other writers' commits (new rows, tombstones); when they cannot
+        (vectors of existing rows rewritten) they use the index again. Call this between
+        requests: it catches up, or rebuilds a copy that could not or has grown a long tail.
+        True when a current copy is held; False when this store reads no vectors."""
         if not self.ready:
             return False
         cache = self.cache
@@ -113,7 +114,8 @@ class StoreVectors:
             profile = self.settings.embed_profile
             cache = VectorCache(self._conn, PROFILE_MODELS[profile], PROFILE_DIMS[profile])
             self.cache = cache
-        if not cache.fresh(self._conn):
+        if not cache.fresh(self._conn) or cache.worn:
             with read_snapshot(self._conn):
-                cache.rebuild()
+                if not cache.current(self._conn) or cache.worn:
+                    cache.rebuild()
         return True
