@@ -1,7 +1,7 @@
 """Recall-scale benchmark: lexical recall latency through MemoryStore.recall at 10k / 100k / 1M
 synthetic rows with Zipf-distributed words (realistic posting-list lengths), in a warm process
 (p50/p95 over a query set) and as a fresh `zmem recall` process per query. The stores are built
-in bulk with SQL (the write path has its own benchmark) and cached between runs."""
+through bulk ingest (`zmem ingest-jsonl`) and cached between runs."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from bisect import bisect
@@ -23,7 +24,7 @@ from random import Random
 import apsw
 
 from zmem import MemoryStore, config
-from zmem.tokens import STOP_WORDS, similarity_norm
+from zmem.tokens import STOP_WORDS
 
 TARGETS_MS = {100_000: 10.0, 1_000_000: 40.0}  # warm p50, from the recall issue
 HYBRID_TARGETS_MS = {100_000: 25.0}  # warm p50, ARCHITECTURE.md section 5
@@ -41,7 +42,7 @@ CONFIDENCE = {"test": 0.9, "user": 0.6, "reviewer": 0.6, "lint": 0.85, "none": 0
 TYPES = ["fact", "lesson", "convention", "preference", "decision", "constraint"]
 STOPS = sorted(STOP_WORDS - {"s", "t"})
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
-CORPUS_VERSION = 2  # part of the cache file name: bump it whenever the generator changes
+CORPUS_VERSION = 3  # part of the cache file name: bump it whenever the generator changes
 
 
 def _syllable_word(i: int) -> str:
@@ -85,74 +86,60 @@ class Corpus:
 
 
 def build(path: Path, rows: int, seed: int) -> None:
-    """A migrated store holding `rows` memories, 5 % superseded, linked to Zipf entities."""
+    """A store holding `rows` memories, 5 % superseded, each tagged with 0-2 Zipf entities,
+    written as a sync file and loaded through the bulk path users have (`zmem ingest-jsonl`, the
+    real CLI in a subprocess, fake profile: the hybrid variant replaces the vectors)."""
     tmp = path.with_suffix(".building")
+    source = path.with_suffix(".jsonl")
     for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
         p.unlink(missing_ok=True)
-    MemoryStore.open(settings=config.load_settings(store_path=tmp)).close()
-    conn = apsw.Connection(str(tmp))
-    conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; PRAGMA cache_size = -262144")
     corpus = Corpus(seed)
     start = NOW - timedelta(days=730)
-    entity_ids = [str(uuid.UUID(int=corpus.rng.getrandbits(128))) for _ in range(ENTITIES)]
-    with conn:
-        conn.executemany(
-            "INSERT INTO entity (id, kind, name, created_at) VALUES (?, 'tool', ?, ?)",
-            [(e, corpus.words[i * 7], start.isoformat()) for i, e in enumerate(entity_ids)],
-        )
-        # Every 7th vocabulary word doubles as an entity alias, so queries do hit this lane.
-        conn.executemany(
-            "INSERT INTO entity_alias (alias, entity_id) VALUES (?, ?)",
-            [(corpus.words[i * 7], e) for i, e in enumerate(entity_ids)],
-        )
-    batch = 20_000
     t0 = time.perf_counter()
-    for lo in range(0, rows, batch):
-        mem, links = [], []
-        for i in range(lo, min(rows, lo + batch)):
+    with source.open("w", encoding="utf-8") as out:
+        for i in range(rows):
             content = corpus.sentence()
             signal = corpus.pick(SIGNALS)
             at = (start + timedelta(seconds=730 * 86400 * i / rows)).strftime(
                 "%Y-%m-%dT%H:%M:%S.%fZ"
             )
-            mid = str(uuid.UUID(int=corpus.rng.getrandbits(128)))
-            dead = corpus.rng.random() < 0.05
-            mem.append(
-                (
-                    mid,
-                    content,
-                    similarity_norm(content),
-                    corpus.rng.choice(TYPES),
-                    corpus.pick(NAMESPACES),
-                    signal,
-                    CONFIDENCE[signal],
-                    at,
-                    at,
-                    at if dead else None,
-                    at if dead else None,
-                    "bench" if dead else None,
-                    corpus.rng.randint(0, 3),
-                )
-            )
-            for _ in range(corpus.rng.choice((0, 1, 1, 2))):
-                links.append((mid, entity_ids[corpus.entity()]))
-        with conn:
-            conn.executemany(
-                "INSERT INTO memory (id, content, content_norm, type, namespace, signal, "
-                "confidence, ingestion_ts, valid_from, superseded_at, valid_until, "
-                "supersede_reason, retrieval_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                mem,
-            )
-            conn.executemany(
-                "INSERT OR IGNORE INTO memory_entity (memory_id, entity_id) VALUES (?, ?)", links
-            )
-        done = min(rows, lo + batch)
-        rate = done / (time.perf_counter() - t0)
-        print(f"  building {rows:,}: {done:,} rows ({rate:,.0f}/s)", file=sys.stderr, end="\r")
-    print(file=sys.stderr)
+            record = {
+                "kind": "memory",
+                "id": str(uuid.UUID(int=corpus.rng.getrandbits(128))),
+                "content": content,
+                "type": corpus.rng.choice(TYPES),
+                "namespace": corpus.pick(NAMESPACES),
+                "signal": signal,
+                "confidence": CONFIDENCE[signal],
+                "ingestion_ts": at,
+                "valid_from": at,
+                "retrieval_count": corpus.rng.randint(0, 3),
+            }
+            if corpus.rng.random() < 0.05:
+                record.update(superseded_at=at, valid_until=at, supersede_reason="bench")
+            # Every 7th vocabulary word names an entity, so queries do hit the entity lane.
+            picks = {corpus.entity() for _ in range(corpus.rng.choice((0, 1, 1, 2)))}
+            record["tags"] = [f"entity:tool:{corpus.words[e * 7]}" for e in sorted(picks)]
+            out.write(json.dumps(record) + "\n")
+            if i % 20_000 == 0:
+                print(f"  writing {rows:,}: {i:,} rows", file=sys.stderr, end="\r")
+    print(f"\n  {rows:,} rows written in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZMEM_")}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as data:
+        env.update(ZMEM_STORE=str(tmp), ZMEM_EMBED_PROFILE="fake", ZMEM_DATA=data)
+        subprocess.run(
+            [str(Path(sys.executable).with_name("zmem")), "ingest-jsonl", "--in", str(source)],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    print(f"  ingested in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    conn = apsw.Connection(str(tmp))
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     tmp.rename(path)
+    source.unlink()
     for suffix in ("-wal", "-shm"):
         Path(f"{tmp}{suffix}").unlink(missing_ok=True)
 
@@ -265,8 +252,6 @@ def resident_process(path: Path, runs: int = 3) -> dict[str, float]:
     answers (the model loaded, one warm-up read, the vector copy built), and its memory then:
     private (RssAnon: the model, the vector copy, Python) and file-backed (RssFile: pages of
     the memory-mapped store it has read, which the kernel can drop). Medians of `runs`."""
-    import tempfile
-
     from zmem.layout import SOCKET_NAME
     from zmem.resident.client import answers
 
