@@ -195,8 +195,9 @@ def put(conn: apsw.Connection, rid: int, namespace: str, blob: bytes) -> bool:
 
 
 def move(conn: apsw.Connection, rid: int, namespace: str, blob: bytes) -> bool:
-    """Re-index a row under another namespace. vec0's INSERT OR REPLACE keeps the row in its
-    old partition, so the row is deleted first."""
+    """Re-index a row under another namespace. vec0 refuses INSERT OR REPLACE of a rowid it
+    holds (put() then returned False and the row stayed in its old partition), so the row is
+    deleted first."""
     rewritten(conn)
     try:
         conn.execute(f"DELETE FROM {active(conn)} WHERE rowid = ?", (rid,))
@@ -339,9 +340,11 @@ def index_rows(conn: apsw.Connection, rids: Sequence[int]) -> int:
         "AND superseded_at IS NULL AND embedding IS NOT NULL",
         tuple(rids),
     ).fetchall()
+    # vec0 refuses INSERT OR REPLACE of a rowid it holds (a UNIQUE error): a row re-embedded in
+    # place leaves its old vector first.
+    conn.executemany(f"DELETE FROM {active(conn)} WHERE rowid = ?", [(r[0],) for r in rows])
     conn.executemany(
-        f"INSERT OR REPLACE INTO {active(conn)} (rowid, namespace, embedding) VALUES (?, ?, ?)",
-        rows,
+        f"INSERT INTO {active(conn)} (rowid, namespace, embedding) VALUES (?, ?, ?)", rows
     )
     return len(rows)
 
