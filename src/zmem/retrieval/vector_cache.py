@@ -134,7 +134,9 @@ class VectorCache:
         if removed < 0 or removed > len(ring):
             return False
         last = vectors.last_rid(conn)
-        if last > self._last_rid:
+        # A store committed to another size holds nothing this copy can answer (rebuild kept
+        # no rows either).
+        if last > self._last_rid and self._committed[1] == self.dim:
             rows = vectors.indexed_rows(conn, self.model, self.dim, after=self._last_rid)
             for namespace, (rids, raw) in _grouped(rows).items():
                 self._append(namespace, _segment(rids, raw, self.dim))
