@@ -1,7 +1,7 @@
 """End-to-end UserPromptSubmit hook latency: the launcher process start included, at N memories
 (default 10k, the minilm profile), cold (no resident process: interpreter + imports + store open
 + model load per prompt) and warm (the resident process answers over its socket). Targets:
-warm p50 <= 40 ms, cold <= 400 ms.
+warm p50 <= 25 ms at 10k and <= 35 ms at 100k, cold <= 150 ms (issue 22).
 
 The "interpreter" row starts the same venv interpreter with `-S -c pass`, alternated with the
 warm runs: no hook can cost less, and this class of machine runs it anywhere from 7 to 21 ms
@@ -15,7 +15,7 @@ namespace, with prompts built from its rows as recall_scale builds its queries.
 
     .venv/bin/python bench/hooks.py [--memories 10000] [--profile minilm] [--runs 40]
     .venv/bin/python bench/hooks.py --scale-store \
-        ~/.cache/zmem-bench/recall-hybrid-v2-100000-20241202.sqlite
+        ~/.cache/zmem-bench/recall-hybrid-v3-100000-20241202.sqlite
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def floors(rows: int, prompts: list[str], runs: int = 100) -> dict[str, float]:
     return {"embedding": statistics.median(embed), "product": statistics.median(product)}
 
 
-def run_hook(env: dict[str, str], cwd: Path, prompt: str) -> float:
+def run_hook(env: dict[str, str], cwd: Path, prompt: str, check: bool = True) -> float:
     payload = json.dumps({"session_id": "bench", "cwd": str(cwd), "prompt": prompt})
     t0 = time.perf_counter()
     done = subprocess.run(
@@ -111,8 +111,24 @@ def run_hook(env: dict[str, str], cwd: Path, prompt: str) -> float:
         env=env,
     )
     elapsed = (time.perf_counter() - t0) * 1000
-    if done.returncode != 0 or not done.stdout:
+    if check and (done.returncode != 0 or not done.stdout):
         raise SystemExit(f"hook produced no output: {done.stderr.decode()[:300]}")
+    return elapsed
+
+
+def ask_directly(env: dict[str, str], sock: Path, cwd: Path, prompt: str) -> float:
+    """The same request sent over the socket by this already running process: the resident
+    process's answer plus the socket, without a launcher process around it."""
+    from zmem.resident import wire
+    from zmem.resident.code import PACKAGE_DIR
+
+    payload = json.dumps({"session_id": "bench", "cwd": str(cwd), "prompt": prompt}).encode()
+    request = wire.encode_request("claude", "UserPromptSubmit", str(PACKAGE_DIR), payload, env)
+    t0 = time.perf_counter()
+    state, _ = wire.ask(str(sock), request, 3.0)
+    elapsed = (time.perf_counter() - t0) * 1000
+    if state != wire.ANSWERED:
+        raise SystemExit(f"the resident process did not answer the direct request: {state}")
     return elapsed
 
 
@@ -183,7 +199,9 @@ def main() -> None:
     compile_code()
 
     cold_env = dict(env, ZMEM_HOOK_DAEMON="0")
-    run_hook(cold_env, project, prompts[0])  # page cache, .pyc files
+    # Page cache and .pyc files. On a store just copied, at 1M rows, this first read from disk
+    # can pass the hook's deadline: the hook then prints nothing, as designed.
+    run_hook(cold_env, project, prompts[0], check=False)
     cold = [run_hook(cold_env, project, prompts[i % len(prompts)]) for i in range(args.runs // 4)]
 
     warm_env = dict(env, ZMEM_HOOK_DAEMON="1")
@@ -205,10 +223,11 @@ def main() -> None:
             time.sleep(0.05)
         for i in range(3):
             run_hook(warm_env, project, prompts[i])
-        warm, bare = [], []
+        warm, bare, direct = [], [], []
         for i in range(args.runs):
             warm.append(run_hook(warm_env, project, prompts[i % len(prompts)]))
             bare.append(run_bare(warm_env))
+            direct.append(ask_directly(warm_env, sock, project, prompts[i % len(prompts)]))
         log = (data / "zmem-bg.log").read_text().splitlines()[-args.runs :]
         via = sum("via=daemon" in line for line in log)
     finally:
@@ -220,12 +239,23 @@ def main() -> None:
     print(f"\nUserPromptSubmit end to end, {args.memories} memories, profile {args.profile}")
     print("| mode | runs | p50 ms | p95 ms | max ms | target |")
     print("| --- | --- | --- | --- | --- | --- |")
-    rows = (("warm", warm, "p50 <= 40"), ("cold", cold, "<= 400"), ("interpreter", bare, ""))
+    # The issue's sizes: about 10k and about 100k live rows.
+    goal = (
+        "p50 <= 25" if args.memories <= 20_000 else "p50 <= 35" if args.memories <= 200_000 else ""
+    )
+    rows = (("warm", warm, goal), ("cold", cold, "p50 <= 150"), ("interpreter", bare, ""))
     for name, xs, target in rows:
         row = f"| {name} | {len(xs)} | {statistics.median(xs):.1f} | {pct(xs, 0.95):.1f} |"
         print(f"{row} {max(xs):.1f} | {target} |")
     own = statistics.median(warm) - statistics.median(bare)
     print(f"\nwarm p50 - interpreter p50: {own:.1f} ms (the hook's own cost over a bare start)")
+    answer = statistics.median(direct)
+    print(
+        f"where it goes (p50): interpreter {statistics.median(bare):.1f} ms; the resident "
+        f"process's answer with the socket, asked by a running process, {answer:.1f} ms; the "
+        f"launcher's own work (imports, payload, printing) "
+        f"{statistics.median(warm) - statistics.median(bare) - answer:.1f} ms"
+    )
     print(f"\nwarm runs answered by the resident process: {via}/{args.runs}")
     print(
         f"\nfloors, same run: interpreter {statistics.median(bare):.1f} ms + one query "
