@@ -3,15 +3,18 @@ never used once the store changed under it (a capture by another process, a writ
 
 from __future__ import annotations
 
+import json
 import random
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import apsw
 import pytest
 
 from zmem import MemoryStore
-from zmem.db import vectors
+from zmem.db import memories, vectors
 from zmem.retrieval.vector_cache import VectorCache
 
 DIM = 16  # the fake profile's
@@ -182,8 +185,6 @@ def test_rewritten_vectors_or_too_many_tombstones_send_reads_to_vec0_until_rebui
                 (f"filler-{i}",),
             )
         for i in range(vectors.REMOVALS_KEPT + 1):
-            from zmem.db import memories
-
             memories.tombstone(conn, f"filler-{i}", "2026-01-02T00:00:00Z", "bench")
     conn.close()
     assert not cache.current(store._conn)  # the ring no longer says which rows went
@@ -224,9 +225,6 @@ def test_a_long_tail_makes_the_owner_rebuild(store, monkeypatch):
 
 def test_the_copy_catches_up_with_the_cli_in_another_process(store, monkeypatch):
     """The real entry point in another process: `zmem add`, `update`, `invalidate`."""
-    import subprocess
-    import sys
-
     assert store.keep_vectors_in_memory()
     cache = store.vectors.cache
     monkeypatch.setattr(VectorCache, "rebuild", lambda self: pytest.fail("rebuilt"))
@@ -235,8 +233,6 @@ def test_the_copy_catches_up_with_the_cli_in_another_process(store, monkeypatch)
     def cli(*args: str) -> str:
         done = subprocess.run([*zmem, *args], capture_output=True, text=True, check=True)
         return done.stdout
-
-    import json
 
     added = json.loads(
         cli(
@@ -268,3 +264,23 @@ def test_the_copy_catches_up_with_the_cli_in_another_process(store, monkeypatch)
     cli("invalidate", "--id", store.list(limit=1)[0].id, "--reason", "moved")
     assert cache.current(store._conn) and cache.rows == 59 == vectors.count(store._conn)
     _same_as_vec0(cache, store._conn, 5)
+
+
+def test_rows_the_index_already_holds_are_replaced_not_refused(store):
+    """vec0 raises on INSERT OR REPLACE of a rowid it holds: re-indexing a re-embedded row, or
+    re-staging one when a conversion resumes, must replace its vector instead."""
+    conn = store._conn
+    rid, namespace = conn.execute("SELECT rid, namespace FROM memory LIMIT 1").fetchone()
+    new = blob(random.Random(9))
+    with conn:
+        assert not vectors.put(conn, rid, namespace, new)  # a new-row insert: refused, no harm
+        conn.execute("UPDATE memory SET embedding = ? WHERE rid = ?", (new, rid))
+        assert vectors.index_rows(conn, [rid]) == 1
+    assert vectors.knn(conn, new, [namespace], 1) == [(rid, pytest.approx(0.0, abs=1e-6))]
+    spare = vectors.spare(vectors.active(conn))
+    with conn:
+        vectors.create_table(conn, spare, DIM)
+        vectors.create_stage(conn)
+        vectors.stage(conn, spare, [(rid, namespace, new)])
+        vectors.stage(conn, spare, [(rid, namespace, new)])  # resumed: the same row again
+        assert conn.execute(f"SELECT count(*) FROM {spare}").fetchone()[0] == 1

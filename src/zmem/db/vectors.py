@@ -181,12 +181,13 @@ def flip(conn: apsw.Connection, table: str, profile: str, dim: int) -> None:
 
 
 def put(conn: apsw.Connection, rid: int, namespace: str, blob: bytes) -> bool:
-    """Index a live row's vector. False when this connection cannot (no vec0, no table, another
-    dimension): the row is still written, and `reembed` backfills the index later."""
+    """Index a new live row's vector. False when this connection cannot (no vec0, no table,
+    another dimension, a rowid already indexed: see _replace()): the row is still written, and
+    `reembed` backfills the index later."""
     _changed()
     try:
         conn.execute(
-            f"INSERT OR REPLACE INTO {active(conn)} (rowid, namespace, embedding) VALUES (?, ?, ?)",
+            f"INSERT INTO {active(conn)} (rowid, namespace, embedding) VALUES (?, ?, ?)",
             (rid, namespace, blob),
         )
     except apsw.Error:
@@ -194,27 +195,31 @@ def put(conn: apsw.Connection, rid: int, namespace: str, blob: bytes) -> bool:
     return True
 
 
+def _replace(conn: apsw.Connection, table: str, rows: Sequence[tuple[int, str, bytes]]) -> None:
+    """(rid, namespace, vector) rows into `table`, replacing any it holds. vec0 refuses INSERT
+    OR REPLACE of a rowid it already has (a UNIQUE error, not a replace), so they leave first."""
+    conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r[0],) for r in rows])
+    conn.executemany(f"INSERT INTO {table} (rowid, namespace, embedding) VALUES (?, ?, ?)", rows)
+
+
 def move(conn: apsw.Connection, rid: int, namespace: str, blob: bytes) -> bool:
-    """Re-index a row under another namespace. vec0 refuses INSERT OR REPLACE of a rowid it
-    holds (put() then returned False and the row stayed in its old partition), so the row is
-    deleted first."""
+    """Re-index an indexed row under another namespace (False as put() says)."""
     rewritten(conn)
     try:
-        conn.execute(f"DELETE FROM {active(conn)} WHERE rowid = ?", (rid,))
+        _replace(conn, active(conn), [(rid, namespace, blob)])
     except apsw.Error:
         return False
-    return put(conn, rid, namespace, blob)
+    return True
 
 
 def put_many(conn: apsw.Connection, rows: Sequence[tuple[int, str, bytes]]) -> bool:
-    """put() for many (rid, namespace, vector) rows in one statement (bulk ingest)."""
+    """put() for many new (rid, namespace, vector) rows in one statement (bulk ingest)."""
     if not rows:
         return True
     _changed()
     try:
         conn.executemany(
-            f"INSERT OR REPLACE INTO {active(conn)} (rowid, namespace, embedding) VALUES (?, ?, ?)",
-            rows,
+            f"INSERT INTO {active(conn)} (rowid, namespace, embedding) VALUES (?, ?, ?)", rows
         )
     except apsw.Error:
         return False
@@ -340,12 +345,7 @@ def index_rows(conn: apsw.Connection, rids: Sequence[int]) -> int:
         "AND superseded_at IS NULL AND embedding IS NOT NULL",
         tuple(rids),
     ).fetchall()
-    # vec0 refuses INSERT OR REPLACE of a rowid it holds (a UNIQUE error): a row re-embedded in
-    # place leaves its old vector first.
-    conn.executemany(f"DELETE FROM {active(conn)} WHERE rowid = ?", [(r[0],) for r in rows])
-    conn.executemany(
-        f"INSERT INTO {active(conn)} (rowid, namespace, embedding) VALUES (?, ?, ?)", rows
-    )
+    _replace(conn, active(conn), rows)  # a row re-embedded in place leaves its old vector
     return len(rows)
 
 
@@ -434,10 +434,7 @@ def stage(conn: apsw.Connection, table: str | None, rows: Sequence[tuple[int, st
     if table is not None:
         assert table in TABLES
         _changed()
-        conn.executemany(
-            f"INSERT OR REPLACE INTO {table} (rowid, namespace, embedding) VALUES (?, ?, ?)",
-            rows,
-        )
+        _replace(conn, table, rows)  # a resumed conversion may stage a row again
 
 
 def staged_dead(conn: apsw.Connection) -> list[int]:
