@@ -32,8 +32,12 @@ def session(tmp_path: Path):
 
 
 def _by(driver, css: str):
+    """The element, waiting for it: a click that submits a form returns before the next page
+    has loaded, and looking too early finds nothing (or the page being left)."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, css))
     return driver.find_element(By.CSS_SELECTOR, css)
 
 
