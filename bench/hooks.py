@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-LAUNCHER = ROOT / "hooks" / "zmem_hook.py"
+LAUNCHER = ROOT / "src" / "zmem" / "plugin" / "hooks" / "zmem_hook.py"
 NS = "project:bench"
 TOPICS = [
     "git push",

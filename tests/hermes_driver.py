@@ -31,6 +31,7 @@ def manager(prompt: str, correction: str) -> dict[str, Any]:
     out["plugin_module"] = "_hermes_user_memory.zmem" in sys.modules
     out["provider_class"] = f"{type(provider).__module__}.{type(provider).__name__}"
     out["is_memory_provider"] = isinstance(provider, MemoryProvider)
+    out["zmem_from"] = sys.modules["zmem"].__file__
     # The general loader: zmem_hooks enabled and hooked, zmem left to the memory loader.
     discover_plugins()
     out["general"] = {

@@ -15,7 +15,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "zmem"
-MODULES = sorted(p for p in SRC.rglob("*.py"))
+# The plugin tree the package carries (hook launchers, the skill's scripts) is not part of the
+# library's layering: those files are the hosts' shims, held thin by SHIMS below.
+PLUGIN = SRC / "plugin"
+MODULES = sorted(p for p in SRC.rglob("*.py") if not p.is_relative_to(PLUGIN))
 
 # Lower number = lower layer. A module may import its own layer or any lower one.
 LAYERS = {
@@ -41,19 +44,27 @@ LAYERS = {
     "config": 0,
     "tokens": 0,
     "layout": 0,
+    "installation": 0,
 }
 FRONT_ENDS = {area for area, layer in LAYERS.items() if layer == 4}
-# Printing belongs to the front ends' output modules; the launchers (hooks/) are outside src.
+# Printing belongs to the front ends' output modules; the launchers (plugin/hooks/) are shims.
 MAY_PRINT = {SRC / "cli" / "output.py", SRC / "hosts" / "emit.py"}
 # What the hosts' shims may import from zmem: the entry points, nothing under them.
 SHIMS = {
-    ROOT / "hooks" / "zmem_hook.py": set(),
-    ROOT / "hooks" / "zmem_launch.py": {"zmem.resident.wire", "zmem.resident.client"},
-    ROOT / "hooks" / "bootstrap.py": set(),
-    ROOT / "skills" / "memory" / "scripts" / "store.py": set(),
-    ROOT / "skills" / "memory" / "scripts" / "doctor.py": set(),
+    PLUGIN / "hooks" / "zmem_hook.py": set(),
+    PLUGIN / "hooks" / "zmem-hook": set(),
+    PLUGIN / "hooks" / "zmem_launch.py": {
+        "zmem.resident.wire",
+        "zmem.resident.client",
+        "zmem.resident.plugin_venv",
+    },
+    PLUGIN / "hooks" / "bootstrap.py": set(),
+    PLUGIN / "skills" / "memory" / "scripts" / "store.py": set(),
+    PLUGIN / "skills" / "memory" / "scripts" / "doctor.py": set(),
     # Finds a Python that has ZMem for the two above (issue 20), then imports the CLI.
-    ROOT / "skills" / "memory" / "scripts" / "python_finder.py": {"zmem.cli"},
+    PLUGIN / "skills" / "memory" / "scripts" / "python_finder.py": {"zmem.cli"},
+    # The Hermes plugins' way to zmem when Hermes's Python lacks it (issue 31).
+    SRC / "hermes_provider" / "plugins" / "zmem_bridge.py": {"zmem.hermes_provider"},
 }
 SHIM_MAX_LINES = 80
 SQL = re.compile(
@@ -201,7 +212,9 @@ def test_shims_stay_thin(path):
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("zmem"):
             reached |= {
-                f"{node.module}.{a.name}" if a.name in ("wire", "client") else node.module
+                f"{node.module}.{a.name}"
+                if a.name in ("wire", "client", "plugin_venv")
+                else node.module
                 for a in node.names
             }
         elif isinstance(node, ast.Import):

@@ -360,7 +360,7 @@ def _env(store_path: Path) -> dict[str, str]:
     "entry",
     [
         [sys.executable, "-m", "zmem"],
-        [sys.executable, str(ROOT / "skills/memory/scripts/store.py")],
+        [sys.executable, str(ROOT / "src/zmem/plugin/skills/memory/scripts/store.py")],
     ],
 )
 def test_entry_points_run_the_same_cli(store_path, entry):

@@ -21,7 +21,8 @@ from zmem.doctor import base, embedding_checks, store_checks
 from zmem.embedding import model_files, profiles, weights
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "skills" / "memory" / "scripts" / "doctor.py"
+PLUGIN = ROOT / "src" / "zmem" / "plugin"
+SCRIPT = PLUGIN / "skills" / "memory" / "scripts" / "doctor.py"
 CHECKS = (
     "settings", "store-path", "store-location", "python", "sqlite", "windows-shell",
     "store-access", "schema", "lineage", "entities", "links", "episode-tables", "mcp-token",
@@ -121,7 +122,7 @@ def test_script_shim_runs_and_inspects_its_own_root(store_path, home):
     )
     assert done.returncode == 0, done.stderr
     checks = {c["check"]: c for c in json.loads(done.stdout)["checks"]}
-    assert checks["host-surfaces"]["root"] == str(ROOT)
+    assert checks["host-surfaces"]["root"] == str(PLUGIN)
     assert checks["host-surfaces"]["status"] == "ok"
 
 
@@ -630,7 +631,7 @@ def test_namespace_for_a_project(run_cli, tmp_path, monkeypatch):
 def test_host_surfaces(run_cli, tmp_path):
     _, _, checks = doctor(run_cli)
     c = checks["host-surfaces"]
-    assert c["status"] == "ok" and all(c["surfaces"].values()) and c["root"] == str(ROOT)
+    assert c["status"] == "ok" and all(c["surfaces"].values()) and c["root"] == str(PLUGIN)
     plugin = tmp_path / "plugin"
     files = [
         ".claude-plugin/plugin.json", "hooks/hooks.json", "hooks/zcode.json",
@@ -700,7 +701,7 @@ def test_files_zmem_creates_are_private_whatever_the_umask(tmp_path):
     add = [sys.executable, "-m", "zmem", "add", "--namespace", "project:t", "--type", "fact"]
     subprocess.run([*add, "--content", "a token lives here"], env=env, check=True, preexec_fn=loose)
     payload = b'{"session_id": "s", "cwd": "/", "prompt": "where does the token live"}'
-    hook = [sys.executable, str(ROOT / "hooks" / "zmem_hook.py"), "UserPromptSubmit"]
+    hook = [sys.executable, str(PLUGIN / "hooks" / "zmem_hook.py"), "UserPromptSubmit"]
     subprocess.run(
         [*hook, "--host", "claude"], input=payload, env=env, check=True, preexec_fn=loose
     )

@@ -115,7 +115,7 @@ def test_help_explains_every_command_and_option(run_cli):
         assert all(e in hook_help for e in names), host
 
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "skills" / "memory" / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[1] / "src/zmem/plugin/skills/memory/scripts"
 
 
 def _base_python() -> str:

@@ -71,21 +71,22 @@ def hermes(tmp_path: Path) -> dict[str, Any]:
         timeout=RUN_TIMEOUT,
     )
     assert version.stdout.strip() == "0.19.0", version.stderr
+    # ZMem is not in Hermes's Python (make's .venv-hermes holds hermes-agent alone): this
+    # checkout's install sets Hermes up, as a tool install would, and the plugins reach zmem
+    # through the bridge it records (issue 31).
     installed = subprocess.run(
         [
-            str(HERMES_VENV / "bin" / "zmem"),
-            "hermes-install",
-            "--hermes-home",
-            str(home),
-            "--activate",
+            sys.executable, "-m", "zmem", "setup", "hermes", "--hermes-home", str(home),
         ],  # fmt: skip
         capture_output=True,
         text=True,
-        env=env,
+        # hermes on PATH, as where Hermes is installed: setup activates through it.
+        env={**env, "PATH": f"{HERMES_VENV / 'bin'}{os.pathsep}{env['PATH']}"},
         cwd=repo,
         timeout=RUN_TIMEOUT,
     )
     assert installed.returncode == 0, installed.stderr
+    assert "activated through" in installed.stdout, installed.stdout
     data = home / "zmem"
     with MemoryStore.open(data / "store.sqlite") as s:
         lesson = s.add(LESSON, namespace=NS, type="lesson", signal="test").id
@@ -122,6 +123,8 @@ def test_hermes_discovers_loads_and_drives_the_provider(hermes, tmp_path):
     assert [row[0] for row in out["discovered"]] == ["zmem"] and out["discovered"][0][2] is True
     assert out["plugin_module"] and out["is_memory_provider"]
     assert out["provider_class"] == "zmem.hermes_provider.provider.ZMemProvider"
+    # Hermes's Python has no zmem: it came from this checkout, through the bridge.
+    assert out["zmem_from"] == str(ROOT / "src" / "zmem" / "__init__.py")
     # `hermes plugins enable` turned the hook plugin on; the provider is left to its loader.
     assert out["general"]["zmem_hooks"] == {"kind": "standalone", "enabled": True, "hooks": 1}
     assert out["general"].get("zmem", {}).get("enabled") is not True

@@ -579,7 +579,8 @@ def test_the_plugin_shims_stay_thin():
     for text in (memory, hooks):
         assert len(text.splitlines()) <= 20
         imported = re.findall(r"^\s*(?:from|import)\s+([\w.]+)", text, re.MULTILINE)
-        assert imported == ["zmem.hermes_provider"]
+        # The bridge beside each copy (issue 31), then the package, wherever it comes from.
+        assert imported == ["os", "sys", "zmem_bridge", "zmem.hermes_provider"]
     assert "name: zmem\n" in (PLUGINS / "zmem" / "plugin.yaml").read_text()
     assert "name: zmem_hooks\n" in (PLUGINS / "zmem_hooks" / "plugin.yaml").read_text()
 
@@ -592,16 +593,26 @@ def _tree(root: Path) -> dict[str, bytes]:
     }
 
 
+def _installed(name: str) -> dict[str, bytes]:
+    """A plugin as installed: its files, the bridge, and the record of this install."""
+    from zmem.hermes_provider import install
+
+    tree = _tree(PLUGINS / name)
+    tree["zmem_bridge.py"] = (PLUGINS / "zmem_bridge.py").read_bytes()
+    tree["zmem_install.json"] = (json.dumps(install.bridge_info(), indent=2) + "\n").encode()
+    return tree
+
+
 def test_hermes_install_copies_the_plugins_and_prints_the_config(run_cli, tmp_path):
     home = tmp_path / "hermes"
     r = run_cli("hermes-install", "--hermes-home", str(home))
     assert r.exit_code == 0, r.output
     for name in ("zmem", "zmem_hooks"):
-        assert _tree(home / "plugins" / name) == _tree(PLUGINS / name)
+        assert _tree(home / "plugins" / name) == _installed(name)
     assert "provider: zmem" in r.output and "enabled: [zmem_hooks]" in r.output
     (home / "plugins" / "zmem" / "plugin.yaml").write_text("stale")
     assert run_cli("hermes-install", "--hermes-home", str(home)).exit_code == 0  # upgrade
-    assert _tree(home / "plugins" / "zmem") == _tree(PLUGINS / "zmem")
+    assert _tree(home / "plugins" / "zmem") == _installed("zmem")
     assert sorted(p.name for p in (home / "plugins").iterdir()) == ["zmem", "zmem_hooks"]
     assert "--activate" in run_cli("hermes-install", "--help").output
 

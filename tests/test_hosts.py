@@ -208,7 +208,7 @@ def test_doctor_script_shim_runs(store_path):
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[1] / "src" / "zmem" / "plugin"
     script = root / "skills" / "memory" / "scripts" / "doctor.py"
     done = subprocess.run(
         [sys.executable, str(script), "--format", "human"], capture_output=True, timeout=60
@@ -217,7 +217,7 @@ def test_doctor_script_shim_runs(store_path):
 
 
 def test_plugin_manifests_and_hook_configs_are_consistent():
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[1] / "src" / "zmem" / "plugin"
     claude = json.loads((root / "hooks" / "hooks.json").read_text())["hooks"]
     codex = json.loads((root / "hooks" / "codex.json").read_text())["hooks"]
     zcode = json.loads((root / "hooks" / "zcode.json").read_text())["hooks"]

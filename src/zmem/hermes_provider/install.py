@@ -6,7 +6,9 @@ back as they were."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +28,12 @@ HERMES_COMMANDS = (
     ("plugins", "enable", "zmem_hooks"),
 )
 HERMES_TIMEOUT_S = 60
+
+
+# zmem's requirements a Hermes process never needs: the MCP server, the inspector and the model
+# build. The bridge does not serve them, so Hermes, which imports `mcp` when it can, keeps
+# finding its own or none.
+_NOT_FOR_HERMES = frozenset({"mcp", "uvicorn", "starlette", "jinja2", "python-multipart", "onnx"})
 
 
 class ActivationFailed(ZMemError):
@@ -76,6 +84,99 @@ def _ours(path: Path) -> bool:
         return path.is_dir() and MARKER in (path / "__init__.py").read_text(encoding="utf-8")
     except OSError:
         return False
+
+
+def _top_level(dist) -> set[str]:
+    listed = dist.read_text("top_level.txt")
+    if listed:
+        return {n.strip() for n in listed.splitlines() if n.strip()}
+    names = set()
+    for f in dist.files or []:
+        first = f.parts[0] if f.parts else ""
+        if first in ("..", "__pycache__") or first.endswith((".dist-info", ".data", ".pth")):
+            continue
+        name = first[:-3] if first.endswith(".py") else first.split(".")[0]
+        if name.isidentifier():
+            names.add(name)
+    return names
+
+
+def bridge_info() -> dict:
+    """What the plugins need to import zmem from this install when Hermes's Python lacks it
+    (zmem_bridge.py): this Python's version, where the package and its requirements are, and
+    the top-level modules of zmem's runtime requirements, closed over theirs."""
+    import importlib.metadata as md
+
+    from zmem import installation
+
+    modules, seen = {"zmem"}, set()
+    todo = [_req_name(r) for r in md.requires("zmem") or [] if "extra ==" not in r]
+    while todo:
+        name = todo.pop()
+        key = name.lower().replace("_", "-")
+        if not name or key in seen or key in _NOT_FOR_HERMES:
+            continue
+        seen.add(key)
+        try:
+            dist = md.distribution(name)
+        except md.PackageNotFoundError:
+            continue
+        modules |= _top_level(dist)
+        todo += [_req_name(r) for r in dist.requires or [] if "extra ==" not in r]
+    install = installation.detect()
+    paths = [str(installation.PACKAGE_DIR.parent)]
+    site = str(installation.site_packages(install.prefix))
+    if site not in paths:
+        paths.append(site)
+    return {
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+        "prefix": str(install.prefix),
+        "paths": paths,
+        "modules": sorted(modules),
+    }
+
+
+def _req_name(requirement: str) -> str:
+    found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return found.group(1) if found else ""
+
+
+def find_hermes() -> str | None:
+    """The hermes command when there is one (setup activates through it, else says how)."""
+    try:
+        return _hermes_command(None)
+    except UsageError:
+        return None
+
+
+def uninstall(home: str | None, hermes: str | None) -> list[Path]:
+    """Take out what install() put in: ZMem's plugin directories (only copies of ours) and,
+    through Hermes's own CLI when there is one, the activation. Returns what was removed."""
+    target = Path(home).expanduser() if home else default_home()
+    removed = []
+    for name in PLUGINS:
+        dest = target / "plugins" / name
+        if dest.exists() and _ours(dest):
+            try:
+                shutil.rmtree(dest)
+            except OSError as exc:
+                raise ZMemError(f"cannot remove {dest}: {exc.strerror or exc}") from exc
+            removed.append(dest)
+    if hermes is not None and removed:
+        env = {**os.environ, "HERMES_HOME": str(target)}
+
+        def hermes_says(*args: str) -> str:
+            done = subprocess.run(
+                [hermes, *args], env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                text=True, timeout=HERMES_TIMEOUT_S, check=False,
+            )  # fmt: skip
+            return done.stdout.strip()
+
+        hermes_says("plugins", "disable", "zmem_hooks")
+        # Only our own activation is undone: a provider chosen since is the user's.
+        if hermes_says("config", "get", "memory.provider") == "zmem":
+            hermes_says("config", "set", "memory.provider", "")
+    return removed
 
 
 def _hermes_command(explicit: str | None) -> str:
@@ -136,6 +237,9 @@ def _place(src: Path, dest: Path) -> tuple[Path, Path | None]:
     shutil.rmtree(staged, ignore_errors=True)
     try:
         shutil.copytree(src, staged, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copy2(SOURCE / "zmem_bridge.py", staged / "zmem_bridge.py")
+        text = json.dumps(bridge_info(), indent=2) + "\n"
+        (staged / "zmem_install.json").write_text(text, encoding="utf-8")
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise

@@ -288,9 +288,11 @@ def skill_line() -> str:
 
 def store_script() -> Path:
     """The absolute store.py path: the plugin's copy when a host names the plugin root, else
-    the checkout this package runs from."""
+    the one in this package's plugin tree."""
     for var in ("CLAUDE_PLUGIN_ROOT", "PLUGIN_ROOT", "ZMEM_PLUGIN_ROOT"):
         root = os.environ.get(var, "").strip()
         if root:
             return (Path(root) / "skills" / "memory" / "scripts" / "store.py").resolve()
-    return Path(__file__).resolve().parents[3] / "skills" / "memory" / "scripts" / "store.py"
+    from zmem import installation
+
+    return installation.STORE_SCRIPT

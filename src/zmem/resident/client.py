@@ -142,7 +142,7 @@ def repair_install() -> None:
     every hook silently off for good: the host's `|| bootstrap.py` fallback never runs again
     once the venv exists. Ask the bootstrap to install again; it acts only on the venv it made
     and at most once per 10 minutes."""
-    script = PACKAGE_DIR.parents[1] / "hooks" / "bootstrap.py"
+    script = PACKAGE_DIR / "plugin" / "hooks" / "bootstrap.py"
     if not script.is_file():
         return
     import subprocess

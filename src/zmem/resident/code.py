@@ -67,13 +67,13 @@ def is_package(pkg: str) -> bool:
 
 
 def compile_code() -> None:
-    """Write the .pyc files of the code the hooks import (this package and, in a plugin
-    checkout, hooks/). The install compiles them once, but a plugin update keeps its venv, and
+    """Write the .pyc files of the code the hooks import (this package, its plugin/hooks/
+    launchers included). The install compiles them once, but a plugin update keeps its venv, and
     where PYTHONDONTWRITEBYTECODE=1 nothing else would: every cold hook would compile the
     package again (~150 ms). Up-to-date files cost a stat each."""
     import compileall
 
     compileall.compile_dir(str(PACKAGE_DIR), quiet=2)
-    hooks = PACKAGE_DIR.parents[1] / "hooks"
+    hooks = PACKAGE_DIR / "plugin" / "hooks"  # not a package: compileall's walk skips nothing
     if hooks.is_dir():
         compileall.compile_dir(str(hooks), quiet=2, maxlevels=0)

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from python_finder import ROOT, load_main  # noqa: E402
+from python_finder import PLUGIN_ROOT, load_main  # noqa: E402
 
 if __name__ == "__main__":
     args = sys.argv[1:]
     if not any(a == "--repo-root" or a.startswith("--repo-root=") for a in args):
-        args += ["--repo-root", str(ROOT)]
+        args += ["--repo-root", str(PLUGIN_ROOT)]
     load_main()(["doctor", *args], prog_name="doctor.py")

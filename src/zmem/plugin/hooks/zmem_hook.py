@@ -1,7 +1,8 @@
 """Hook launcher for every host: `<venv python> -S zmem_hook.py <Event> --host claude|codex|zcode`.
 
 Python compiles the script it is given on every start (1-3 ms for the launcher's logic) but
-imports a module from its cached .pyc, so the work lives in zmem_launch.py beside this file."""
+imports a module from its cached .pyc, so the work lives in zmem_launch.py beside this file.
+An install's `<prefix>/bin/zmem-hook` imports this file as a module."""
 
 try:
     import os
@@ -24,4 +25,15 @@ except BaseException as exc:  # a broken install must still never fail the host
             log.write(f"{stamp} zmem-hook reason=error error=launcher:{type(exc).__name__}\n")
     except BaseException:
         pass
+    if isinstance(exc, ImportError):  # a plugin venv without zmem (an install that failed
+        try:  # offline): its bootstrap installs again, at most once per 10 minutes
+            import subprocess
+            import sys
+
+            boot = os.path.join(os.path.dirname(os.path.realpath(__file__)), "bootstrap.py")
+            null = subprocess.DEVNULL
+            subprocess.Popen([sys.executable, "-S", boot, "--repair"], start_new_session=True,
+                             stdin=null, stdout=null, stderr=null)  # fmt: skip
+        except BaseException:
+            pass
     os._exit(0)
