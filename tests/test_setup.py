@@ -88,3 +88,197 @@ def test_a_settings_file_that_is_not_json_is_refused(run_cli, home):
     assert settings.read_text() == "{ not json"
     assert not settings.with_name("settings.json.zmem-backup").exists()
     assert run_cli("setup", "vim").exit_code == 2
+
+
+# ---- issue 31: the install's own entry point, --remove, refusals ---------------------------
+
+
+def test_hooks_run_this_installs_entry_point(run_cli, home):
+    from zmem import installation
+
+    install = installation.detect()
+    done = run_cli("setup", "claude", "--no-model", "--json")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["install"]["launcher"] == str(install.launcher)
+    doc = json.loads((home / ".claude" / "settings.json").read_text())
+    command = doc["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    assert f"{install.python} -S {install.launcher} SessionStart --host claude" in command
+    # This run is a checkout: its own tree, and setup says the wiring is not lasting.
+    assert install.kind == "checkout" and install.launcher == installation.LAUNCHER
+    human = run_cli("setup", "claude", "--no-model")
+    assert "this install lives in a checkout" in human.stderr
+
+
+def test_remove_puts_the_users_file_back_byte_for_byte(run_cli, home):
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    # Four-space indents and one line per hook: not the way ZMem writes JSON.
+    mine = (
+        '{\n    "theme": "dark",\n'
+        '    "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo mine"}]}]}\n}\n'
+    )
+    settings.write_text(mine)
+    assert run_cli("setup", "claude", "--no-model").exit_code == 0
+    assert settings.read_text() != mine
+    assert run_cli("setup", "claude", "--no-model").exit_code == 0  # a rerun changes nothing
+    dry = run_cli("setup", "claude", "--remove", "--dry-run")
+    assert dry.exit_code == 0 and "would be restored" in dry.stdout and settings.read_text() != mine
+    done = run_cli("setup", "claude", "--remove")
+    assert done.exit_code == 0 and "restored as it was before setup" in done.stdout
+    assert settings.read_text() == mine
+    assert not settings.with_name("settings.json.zmem-backup").exists()
+    again = run_cli("setup", "claude", "--remove")
+    assert again.exit_code == 0 and "unchanged (nothing of ZMem's)" in again.stdout
+
+
+def test_remove_keeps_what_the_user_added_since_and_deletes_a_file_setup_made(
+    run_cli, home, tmp_path, monkeypatch
+):
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"theme": "dark"}')
+    assert run_cli("setup", "claude", "--no-model").exit_code == 0
+    doc = json.loads(settings.read_text())
+    doc["model"] = "opus"  # the user's own change after setup
+    doc["hooks"]["Stop"].insert(0, {"hooks": [{"type": "command", "command": "echo mine"}]})
+    settings.write_text(json.dumps(doc))
+    assert run_cli("setup", "claude", "--remove").exit_code == 0
+    assert json.loads(settings.read_text()) == {
+        "theme": "dark", "model": "opus",
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo mine"}]}]},
+    }  # fmt: skip
+    # Codex's hooks.json did not exist before setup: --remove leaves no file behind.
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    assert run_cli("setup", "codex", "--no-model").exit_code == 0
+    hooks = tmp_path / "codex" / "hooks.json"
+    assert hooks.exists()
+    done = run_cli("setup", "codex", "--remove")
+    assert done.exit_code == 0 and "deleted (setup had created it)" in done.stdout
+    assert not hooks.exists()
+
+
+def test_remove_mcp_entries(run_cli, home):
+    (home / ".claude.json").write_text('{"numStartups": 3}')
+    toml = home / ".codex" / "config.toml"
+    toml.parent.mkdir()
+    toml.write_text('model = "o4"\n')
+    assert run_cli("setup", "mcp", "--no-model").exit_code == 0
+    assert run_cli("setup", "mcp", "--remove").exit_code == 0
+    assert json.loads((home / ".claude.json").read_text()) == {"numStartups": 3}
+    assert toml.read_text() == 'model = "o4"\n'
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("setup", "vim"), "unknown host 'vim'"),
+        (("setup", "claude", "--fetch-model", "--no-model"), "exclude each other"),
+        (("setup", "claude", "--remove", "--fetch-model"), "--remove takes no model option"),
+        (("setup", "codex", "--hermes-home", "/x"), "--hermes-home goes with"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_write_nothing(run_cli, home, args, message):
+    done = run_cli(*args)
+    assert done.exit_code == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and message in done.stderr
+    assert list(home.iterdir()) == []
+
+
+def _snapshot(path: Path) -> tuple[bytes, int]:
+    return path.read_bytes(), path.stat().st_mode
+
+
+@pytest.mark.parametrize(
+    "content", ["{ not json", "[1, 2]", '{"hooks": []}', '{"hooks": {"Stop": 3}}']
+)
+def test_a_settings_file_zmem_cannot_read_is_refused_untouched(run_cli, home, content):
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(content)
+    before = _snapshot(settings)
+    for args in (("setup", "claude", "--no-model"), ("setup", "claude", "--remove")):
+        done = run_cli(*args)
+        assert done.exit_code == 2 and done.stderr.count("\n") == 1, done.output
+        assert str(settings) in done.stderr and "fix it first" in done.stderr
+        assert _snapshot(settings) == before
+    assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json"]
+
+
+def test_a_read_only_settings_file_is_refused_untouched(run_cli, home):
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"theme": "dark"}')
+    settings.chmod(0o444)
+    before = _snapshot(settings)
+    done = run_cli("setup", "claude", "--no-model")
+    assert done.exit_code == 2 and done.stderr.count("\n") == 1, done.output
+    assert "is read-only" in done.stderr and "chmod u+w" in done.stderr
+    assert _snapshot(settings) == before
+    assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json"]
+
+
+def test_a_settings_folder_zmem_cannot_write_is_refused(run_cli, home):
+    """A read-only filesystem, made for real where the machine allows it (a tmpfs mounted
+    read-only, as root), else a folder without write permission (as a user)."""
+    import os
+    import subprocess
+
+    folder = home / ".claude"
+    folder.mkdir()
+    (folder / "settings.json").write_text('{"theme": "dark"}')
+    before = _snapshot(folder / "settings.json")
+    mounted = False
+    if os.geteuid() == 0:
+        shadow = home / "shadow"
+        subprocess.run(["cp", "-a", str(folder), str(shadow)], check=True)
+        mounted = (
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
+                capture_output=True,
+            ).returncode
+            == 0
+        )
+        if mounted:  # an empty read-only folder: put the file back underneath first
+            subprocess.run(["umount", str(folder)], check=True)
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], check=True
+            )
+            subprocess.run(["cp", "-a", f"{shadow}/.", str(folder)], check=True)
+            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+    if not mounted:
+        if os.geteuid() == 0:
+            pytest.skip("cannot mount a read-only tmpfs here, and root ignores folder modes")
+        folder.chmod(0o555)
+    try:
+        done = run_cli("setup", "claude", "--no-model")
+        assert done.exit_code == 2 and done.stderr.count("\n") == 1, done.output
+        assert str(folder / "settings.json") in done.stderr
+        assert _snapshot(folder / "settings.json") == before
+        assert sorted(p.name for p in folder.iterdir()) == ["settings.json"]
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(folder)], check=False)
+        else:
+            folder.chmod(0o755)
+
+
+def test_setup_hermes_without_hermes_on_path_installs_and_says_how_to_activate(
+    run_cli, home, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))  # no hermes beside
+    hermes_home = tmp_path / "hermes"
+    done = run_cli("setup", "hermes", "--hermes-home", str(hermes_home), "--no-model")
+    assert done.exit_code == 0, done.output
+    for name in ("zmem", "zmem_hooks"):
+        plugin = hermes_home / "plugins" / name
+        assert (plugin / "__init__.py").is_file() and (plugin / "zmem_bridge.py").is_file()
+        record = json.loads((plugin / "zmem_install.json").read_text())
+        assert "zmem" in record["modules"] and "mcp" not in record["modules"]
+    assert "no hermes command on PATH" in done.stdout
+    assert f"HERMES_HOME={hermes_home} hermes config set memory.provider zmem" in done.stdout
+    assert not (hermes_home / "config.yaml").exists()  # nothing activated behind the user
+    removed = run_cli("setup", "hermes", "--hermes-home", str(hermes_home), "--remove")
+    assert removed.exit_code == 0 and "removed zmem" in removed.stdout
+    assert list((hermes_home / "plugins").iterdir()) == []

