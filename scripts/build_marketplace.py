@@ -53,10 +53,16 @@ def build(out: Path, wheel: Path, name: str, plugin: Path = PLUGIN) -> Path:
     if out.exists():
         shutil.rmtree(out)
     dest = out / "plugins" / "zmem"
-    shutil.copytree(plugin, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # zmem-hook is the entry point of an installed package; a plugin runs zmem_hook.py.
+    shutil.copytree(
+        plugin, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "zmem-hook")
+    )
     (dest / "wheels").mkdir()
     shutil.copy2(wheel, dest / "wheels" / wheel.name)
-    for manifest in (dest / ".claude-plugin" / "plugin.json", dest / ".codex-plugin" / "plugin.json"):
+    for manifest in (
+        dest / ".claude-plugin" / "plugin.json",
+        dest / ".codex-plugin" / "plugin.json",
+    ):
         doc = json.loads(manifest.read_text(encoding="utf-8"))
         doc["version"] = version
         manifest.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

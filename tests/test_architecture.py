@@ -59,6 +59,7 @@ SHIMS = {
         "zmem.resident.plugin_venv",
     },
     PLUGIN / "hooks" / "bootstrap.py": set(),
+    PLUGIN / "hooks" / "zmem_mcp_pending.py": set(),
     PLUGIN / "skills" / "memory" / "scripts" / "store.py": set(),
     PLUGIN / "skills" / "memory" / "scripts" / "doctor.py": set(),
     # Finds a Python that has ZMem for the two above (issue 20), then imports the CLI.

@@ -26,11 +26,11 @@ SCRIPT = PLUGIN / "skills" / "memory" / "scripts" / "doctor.py"
 CHECKS = (
     "settings", "store-path", "store-location", "python", "sqlite", "windows-shell",
     "store-access", "schema", "lineage", "entities", "links", "episode-tables", "mcp-token",
-    "embeddings", "native-memory", "data-dir", "namespace", "host-surfaces",
+    "embeddings", "native-memory", "data-dir", "namespace", "host-surfaces", "host-wiring",
 )  # fmt: skip
 HOST_VARS = (
     "CLAUDE_CONFIG_DIR", "CODEX_HOME", "CLAUDE_CODE_DISABLE_AUTO_MEMORY", "CLAUDE_PLUGIN_DATA",
-    "PLUGIN_DATA", "CLAUDE_CODE_GIT_BASH_PATH",
+    "PLUGIN_DATA", "CLAUDE_CODE_GIT_BASH_PATH", "HERMES_HOME", "ZMEM_ZCODE_SETTINGS",
 )  # fmt: skip
 
 
@@ -775,3 +775,29 @@ def test_doctor_never_creates_a_missing_store(isolated_env, store_path, home, tm
     assert not store_path.exists() and not (isolated_env / "data").exists()
     assert not (home / ".zmem").exists()
     assert snapshot(tmp_path) == before
+
+
+def test_host_wiring_names_the_install_and_warns_on_a_path_that_is_gone(run_cli, home, tmp_path):
+    _, _, checks = doctor(run_cli)
+    assert checks["host-wiring"]["status"] == "n/a"
+    assert run_cli("setup", "claude", "--no-model").exit_code == 0
+    _, _, checks = doctor(run_cli)
+    c = checks["host-wiring"]
+    assert c["status"] == "ok" and c["detail"].startswith("claude -> this install (a checkout at")
+    assert c["hosts"]["claude"]["launcher"].endswith("zmem_hook.py")
+    assert c["hosts"]["codex"] == {"wired": False}
+    # A tool install that was uninstalled (or a checkout that moved): the hooks point nowhere.
+    gone = tmp_path / "old-tool" / "bin"
+    codex_home = home / ".codex"
+    codex_home.mkdir()
+    command = f"{gone}/python -S {gone}/zmem-hook UserPromptSubmit --host codex"
+    entry = {"hooks": [{"type": "command", "command": command}]}
+    (codex_home / "hooks.json").write_text(json.dumps({"hooks": {"UserPromptSubmit": [entry]}}))
+    code, _, checks = doctor(run_cli)
+    c = checks["host-wiring"]
+    assert code == 0 and c["status"] == "warn"
+    assert (
+        f"codex points at {gone}/python, which no longer exists: run `zmem setup codex`"
+        in c["detail"]
+    )
+    assert c["hosts"]["codex"]["missing"] == [f"{gone}/python", f"{gone}/zmem-hook"]

@@ -76,7 +76,13 @@ def hermes(tmp_path: Path) -> dict[str, Any]:
     # through the bridge it records (issue 31).
     installed = subprocess.run(
         [
-            sys.executable, "-m", "zmem", "setup", "hermes", "--hermes-home", str(home),
+            sys.executable,
+            "-m",
+            "zmem",
+            "setup",
+            "hermes",
+            "--hermes-home",
+            str(home),
         ],  # fmt: skip
         capture_output=True,
         text=True,

@@ -235,3 +235,36 @@ def test_plugin_manifests_and_hook_configs_are_consistent():
         assert json.loads((root / manifest).read_text())["name"] == "zmem"
     skill = (root / "skills" / "memory" / "SKILL.md").read_text()
     assert skill.startswith("---\nname: memory\n") and "# Memory skill: invoke" in skill
+
+
+def test_the_plugins_mcp_placeholder_answers_the_handshake_with_no_tools():
+    """Before the plugin's venv exists its .mcp.json starts hooks/zmem_mcp_pending.py: a server
+    that failed to start would be remembered by Claude Code as needing auth and never started
+    again (found with the real CLI, issue 31)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "src/zmem/plugin/hooks/zmem_mcp_pending.py"
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "recall"}},
+    ]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-S", str(script)],
+        input="".join(json.dumps(m) + "\n" for m in messages),
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == ""
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["id"] for r in replies] == [1, 2, 3]
+    assert replies[0]["result"]["protocolVersion"] == "2025-06-18"
+    assert "being installed" in replies[0]["result"]["instructions"]
+    assert replies[1]["result"] == {"tools": []}
+    assert replies[2]["error"]["code"] == -32601
+    mcp = json.loads((script.parents[1] / ".mcp.json").read_text())["mcpServers"]["zmem"]
+    assert mcp["args"][-1].endswith(
+        'exec python3 "${CLAUDE_PLUGIN_ROOT}/hooks/zmem_mcp_pending.py"'
+    )
