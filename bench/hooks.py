@@ -13,7 +13,15 @@ many 384-d rows as the store holds (the vector lane's KNN, done once).
 with random vectors, e.g. 100k), from a project directory whose namespace is its main
 namespace, with prompts built from its rows as recall_scale builds its queries.
 
+--tool-install adds the warm hook as a tool install runs it (issue 31): `<tool env>/bin/python
+-S <tool env>/bin/zmem-hook`, alternated with the checkout's launcher, each answered by a
+resident process of its own install (the tool's on a copy of the data dir), as on a machine
+that runs one or the other. `auto` builds the wheel from this checkout (`python -m build`),
+installs it with `uv tool install` under the work dir and runs `zmem setup` from it (which
+compiles the install's code); a path names an existing tool environment.
+
     .venv/bin/python bench/hooks.py [--memories 10000] [--profile minilm] [--runs 40]
+        [--tool-install auto|PATH]
     .venv/bin/python bench/hooks.py --scale-store \
         ~/.cache/zmem-bench/recall-hybrid-v3-100000-20241202.sqlite
 """
@@ -100,12 +108,15 @@ def floors(rows: int, prompts: list[str], runs: int = 100) -> dict[str, float]:
     return {"embedding": statistics.median(embed), "product": statistics.median(product)}
 
 
-def run_hook(env: dict[str, str], cwd: Path, prompt: str, check: bool = True) -> float:
+def run_hook(
+    env: dict[str, str], cwd: Path, prompt: str, check: bool = True,
+    launch: tuple[str, str] = (sys.executable, str(LAUNCHER)),
+) -> float:  # fmt: skip
     payload = json.dumps({"session_id": "bench", "cwd": str(cwd), "prompt": prompt})
     t0 = time.perf_counter()
     done = subprocess.run(
         # -S: as the hosts' launch commands run it
-        [sys.executable, "-S", str(LAUNCHER), "UserPromptSubmit", "--host", "claude"],
+        [launch[0], "-S", launch[1], "UserPromptSubmit", "--host", "claude"],
         input=payload.encode(),
         capture_output=True,
         env=env,
@@ -116,14 +127,19 @@ def run_hook(env: dict[str, str], cwd: Path, prompt: str, check: bool = True) ->
     return elapsed
 
 
-def ask_directly(env: dict[str, str], sock: Path, cwd: Path, prompt: str) -> float:
+def ask_directly(
+    env: dict[str, str], sock: Path, cwd: Path, prompt: str, pkg: str | None = None
+) -> float:
     """The same request sent over the socket by this already running process: the resident
-    process's answer plus the socket, without a launcher process around it."""
+    process's answer plus the socket, without a launcher process around it. `pkg`: the
+    package the request says it runs (default this checkout's)."""
     from zmem.resident import wire
     from zmem.resident.code import PACKAGE_DIR
 
     payload = json.dumps({"session_id": "bench", "cwd": str(cwd), "prompt": prompt}).encode()
-    request = wire.encode_request("claude", "UserPromptSubmit", str(PACKAGE_DIR), payload, env)
+    request = wire.encode_request(
+        "claude", "UserPromptSubmit", pkg or str(PACKAGE_DIR), payload, env
+    )
     t0 = time.perf_counter()
     state, _ = wire.ask(str(sock), request, 3.0)
     elapsed = (time.perf_counter() - t0) * 1000
@@ -136,6 +152,61 @@ def run_bare(env: dict[str, str]) -> float:
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-S", "-c", "pass"], capture_output=True, env=env)
     return (time.perf_counter() - t0) * 1000
+
+
+def tool_install(spec: str, work: Path) -> tuple[str, str]:
+    """(interpreter, hook entry point) of a tool install: the one at `spec`, or (auto) this
+    checkout's wheel installed with uv under `work`."""
+    if spec != "auto":
+        prefix = Path(spec).expanduser()
+    else:
+        dist, tools = work / "dist", work / "uv-tools"
+        for path in dist.glob("*.whl"):
+            path.unlink()
+        subprocess.run(
+            [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        (wheel,) = dist.glob("zmem-*.whl")
+        env = dict(os.environ, UV_TOOL_DIR=str(tools), UV_TOOL_BIN_DIR=str(work / "uv-bin"))
+        uv = str(Path(sys.executable).parent / "uv")
+        subprocess.run(
+            [uv, "tool", "install", "--force", "--python", sys._base_executable, str(wheel)],
+            check=True, capture_output=True, env=env,
+        )  # fmt: skip
+        prefix = tools / "zmem"
+    python, hook = prefix / "bin" / "python", prefix / "bin" / "zmem-hook"
+    if not (python.exists() and hook.is_file()):
+        raise SystemExit(f"no tool install at {prefix} (bin/python and bin/zmem-hook)")
+    if spec == "auto":  # as a user does after installing: setup wires (and compiles) it
+        home = work / "tool-home"
+        home.mkdir(exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ZMEM_")}
+        subprocess.run(
+            [str(prefix / "bin" / "zmem"), "setup", "claude", "--no-model"],
+            check=True, capture_output=True, env=dict(env, HOME=str(home)),
+        )  # fmt: skip
+    return str(python), str(hook)
+
+
+def start_resident(python: str, data: Path, env: dict[str, str]) -> subprocess.Popen:
+    """A resident process of the install `python` belongs to, answering on `data`'s socket."""
+    from zmem.resident.client import answers
+
+    sock = data / "zmem-hookd.sock"
+    # A socket file left by the previous run's killed process would look ready at once: the
+    # first hooks would then find nobody listening, run in-process and start a second
+    # resident process that warms up during the measured runs.
+    sock.unlink(missing_ok=True)
+    daemon = subprocess.Popen(
+        [python, "-m", "zmem.resident.daemon", str(data)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    for _ in range(600):
+        if answers(sock):
+            break
+        time.sleep(0.05)
+    return daemon
 
 
 def _rows(path: Path) -> int:
@@ -160,6 +231,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--work", default=None, help="keep the store here between runs")
     ap.add_argument("--scale-store", type=Path, help="a bench/recall_scale.py store to use")
+    ap.add_argument(
+        "--tool-install", metavar="auto|PATH",
+        help="also time the warm hook of a tool install, alternated with the checkout's",
+    )  # fmt: skip
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="zmem-bench-hooks-"))
     prompts = PROMPTS
@@ -190,13 +265,13 @@ def main() -> None:
         build_store(store, args.memories)
         print(f"built {args.memories} memories in {time.perf_counter() - t0:.1f} s", flush=True)
 
-    from zmem.resident.client import answers
     from zmem.resident.code import compile_code
 
     # As `make install`, the plugin bootstrap and the resident process do: with
     # PYTHONDONTWRITEBYTECODE=1 nothing else would write the .pyc files of src/ and hooks/, and
     # every cold run would compile the package.
     compile_code()
+    tool = tool_install(args.tool_install, work) if args.tool_install else None
 
     cold_env = dict(env, ZMEM_HOOK_DAEMON="0")
     # Page cache and .pyc files. On a store just copied, at 1M rows, this first read from disk
@@ -206,33 +281,55 @@ def main() -> None:
 
     warm_env = dict(env, ZMEM_HOOK_DAEMON="1")
     sock = data / "zmem-hookd.sock"
-    # A socket file left by the previous run's killed process would look ready at once: the
-    # first hooks would then find nobody listening, run in-process and start a second
-    # resident process that warms up during the measured runs.
-    sock.unlink(missing_ok=True)
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "zmem.resident.daemon", str(data)],
-        env=dict(warm_env, PYTHONPATH=str(ROOT / "src")),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    daemons = [start_resident(sys.executable, data, dict(warm_env, PYTHONPATH=str(ROOT / "src")))]
+    tool_env = warm_env
+    if tool:
+        import shutil
+
+        tool_data = work / f"{data.name}-tool"
+        shutil.rmtree(tool_data, ignore_errors=True)
+        shutil.copytree(data, tool_data, ignore=shutil.ignore_patterns("zmem-hookd.*", "*.log"))
+        tool_env = dict(warm_env, ZMEM_DATA=str(tool_data))
+        daemons.append(start_resident(tool[0], tool_data, tool_env))
+        tool_pkg = subprocess.run(
+            [tool[0], "-c", "import os, zmem; print(os.path.dirname(zmem.__file__))"],
+            capture_output=True, text=True, check=True, env=tool_env,
+        ).stdout.strip()  # fmt: skip
     try:
-        for _ in range(600):
-            if answers(sock):
-                break
-            time.sleep(0.05)
         for i in range(3):
             run_hook(warm_env, project, prompts[i])
-        warm, bare, direct = [], [], []
+            if tool:
+                run_hook(tool_env, project, prompts[i], launch=tool)
+        warm, bare, direct, warm_tool = [], [], [], []
         for i in range(args.runs):
-            warm.append(run_hook(warm_env, project, prompts[i % len(prompts)]))
-            bare.append(run_bare(warm_env))
-            direct.append(ask_directly(warm_env, sock, project, prompts[i % len(prompts)]))
-        log = (data / "zmem-bg.log").read_text().splitlines()[-args.runs :]
-        via = sum("via=daemon" in line for line in log)
+            prompt = prompts[i % len(prompts)]
+            # The tool's hook and the checkout's take turns going first, with the bare start
+            # between them: a resident process still busy after its answer (its surface write,
+            # its code check) must not always fall on the same one.
+            turns = [(warm, warm_env, (sys.executable, str(LAUNCHER)))]
+            if tool:
+                turns.append((warm_tool, tool_env, tool))
+            if i % 2:
+                turns.reverse()
+            for n, (times, hook_env, launch) in enumerate(turns):
+                times.append(run_hook(hook_env, project, prompt, launch=launch))
+                if n == 0:
+                    bare.append(run_bare(warm_env))
+            direct.append(ask_directly(warm_env, sock, project, prompt))
+            if tool:  # each resident process answers as many requests as the other
+                tool_sock = Path(tool_env["ZMEM_DATA"]) / "zmem-hookd.sock"
+                ask_directly(tool_env, tool_sock, project, prompt, pkg=tool_pkg)
+        hooks_run = args.runs * (2 if tool else 1)
+        logs = [data] + ([Path(tool_env["ZMEM_DATA"])] if tool else [])
+        via = sum(
+            "via=daemon" in line
+            for d in logs
+            for line in (d / "zmem-bg.log").read_text().splitlines()[-args.runs :]
+        )
     finally:
-        daemon.kill()
-        daemon.wait()
+        for daemon in daemons:
+            daemon.kill()
+            daemon.wait()
         sock.unlink(missing_ok=True)
 
     floor = floors(args.memories, prompts)
@@ -243,7 +340,9 @@ def main() -> None:
     goal = (
         "p50 <= 25" if args.memories <= 20_000 else "p50 <= 35" if args.memories <= 200_000 else ""
     )
-    rows = (("warm", warm, goal), ("cold", cold, "p50 <= 150"), ("interpreter", bare, ""))
+    rows = [("warm", warm, goal), ("cold", cold, "p50 <= 150"), ("interpreter", bare, "")]
+    if tool:
+        rows.insert(1, ("warm, tool install", warm_tool, "within noise of warm"))
     for name, xs, target in rows:
         row = f"| {name} | {len(xs)} | {statistics.median(xs):.1f} | {pct(xs, 0.95):.1f} |"
         print(f"{row} {max(xs):.1f} | {target} |")
@@ -256,7 +355,16 @@ def main() -> None:
         f"launcher's own work (imports, payload, printing) "
         f"{statistics.median(warm) - statistics.median(bare) - answer:.1f} ms"
     )
-    print(f"\nwarm runs answered by the resident process: {via}/{args.runs}")
+    print(f"\nwarm runs answered by the resident process: {via}/{hooks_run}")
+    if tool:
+        ratio = statistics.median(warm_tool) / statistics.median(warm)
+        paired = statistics.median(t / c for t, c in zip(warm_tool, warm, strict=True))
+        print(
+            f"tool install ({tool[1]}) vs checkout, alternated: p50 "
+            f"{statistics.median(warm_tool):.1f} vs {statistics.median(warm):.1f} ms "
+            f"(ratio of the p50s {ratio:.2f}; median of the {len(warm)} paired ratios "
+            f"{paired:.2f})"
+        )
     print(
         f"\nfloors, same run: interpreter {statistics.median(bare):.1f} ms + one query "
         f"embedding {floor['embedding']:.1f} ms + one {args.memories:,} x 384 product "

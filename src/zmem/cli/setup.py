@@ -93,6 +93,13 @@ def setup(obj, host, dry_run, remove, fetch_model, model_from, no_model, hermes_
         changes = wiring.plan(host, env, remove=remove, install=install)
         written = [] if dry_run else wiring.apply(changes)
         hermes_notes = []
+        if not (dry_run or remove):
+            # The .pyc files the hooks import: an install that did not write them (uv does
+            # not by default) would compile the launcher on every prompt where
+            # PYTHONDONTWRITEBYTECODE=1 (many containers). Up to date files cost a stat each.
+            from zmem.resident.code import compile_code
+
+            compile_code()
     model = None if remove else _model_step(settings.data_dir, dry_run, fetch_model,
                                              model_from, no_model, as_json)  # fmt: skip
     report = doctor.run(project=os.getcwd(), store_path=obj.store_path)
