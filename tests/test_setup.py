@@ -282,3 +282,59 @@ def test_setup_hermes_without_hermes_on_path_installs_and_says_how_to_activate(
     removed = run_cli("setup", "hermes", "--hermes-home", str(hermes_home), "--remove")
     assert removed.exit_code == 0 and "removed zmem" in removed.stdout
     assert list((hermes_home / "plugins").iterdir()) == []
+
+
+def test_a_missing_piece_names_the_command_for_the_way_zmem_was_installed(tmp_path, monkeypatch):
+    """One install is the whole product; a module missing from one (a broken or partial
+    install) is one line with the repair command of that kind of install."""
+    from zmem import installation
+
+    pkg = tmp_path / "site-packages" / "zmem"
+    pkg.mkdir(parents=True)
+    uv = tmp_path / "uv-tool"
+    (uv / "uv-receipt.toml").parent.mkdir()
+    (uv / "uv-receipt.toml").write_text(
+        '[tool]\nrequirements = [{ name = "zmem", path = "/w/zmem-0.2.0-py3-none-any.whl" }]\n'
+    )
+    pipx = tmp_path / "pipx"
+    pipx.mkdir()
+    meta = {"main_package": {"package_or_url": "/w/zmem-0.2.0-py3-none-any.whl"}}
+    (pipx / "pipx_metadata.json").write_text(json.dumps(meta))
+    plugin = tmp_path / "plugin-venv"
+    plugin.mkdir()
+    (plugin / ".zmem-plugin-venv").write_text("zmem-0.2.0-py3-none-any.whl\n")
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    found = {
+        name: installation.detect(prefix, pkg)
+        for name, prefix in (("uv", uv), ("pipx", pipx), ("plugin", plugin), ("venv", venv))
+    }
+    assert [i.kind for i in found.values()] == ["uv-tool", "pipx", "plugin", "venv"]
+    assert found["uv"].repair_command() == (
+        "uv tool install --reinstall /w/zmem-0.2.0-py3-none-any.whl"
+    )
+    assert found["pipx"].repair_command() == "pipx reinstall zmem"
+    assert "bootstrap.py --repair" in found["plugin"].repair_command()
+    assert found["venv"].repair_command().endswith("-m pip install --force-reinstall zmem")
+    checkout = installation.detect()
+    assert checkout.kind == "checkout" and checkout.repair_command().endswith(" install")
+    # Through the real command: the inspector without the module it needs.
+    import builtins
+
+    real = builtins.__import__
+
+    def no_webui(name, *args, **kw):
+        if name == "zmem.webui" or (name == "zmem.webui.serve"):
+            raise ModuleNotFoundError("No module named 'starlette'", name="starlette")
+        return real(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_webui)
+    from click.testing import CliRunner
+
+    from zmem.cli import cli
+
+    done = CliRunner().invoke(cli, ["ui", "--no-open"])
+    assert done.exit_code == 2 and done.stderr.count("\n") == 1
+    assert "the inspector needs the Python package 'starlette'" in done.stderr
+    assert "make -C" in done.stderr and "install" in done.stderr

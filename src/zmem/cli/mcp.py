@@ -52,9 +52,9 @@ def mcp(obj, stdio, http, host, port):
     try:
         from zmem.mcp_server import serve
     except ImportError as exc:
-        raise UsageError(
-            f"the MCP server needs the mcp extra ({exc.name} is missing): pip install 'zmem[mcp]'"
-        ) from None
+        from zmem import installation
+
+        raise UsageError(installation.missing_piece("the MCP server", exc.name or "?")) from None
     tokens = access.load_tokens(os.environ)  # a malformed token file stops here (exit 2)
     serve.configure_logging(config.debug_enabled())
     settings = obj.settings()

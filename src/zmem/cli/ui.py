@@ -43,9 +43,9 @@ def ui(obj, host, port, no_open):
     try:
         from zmem.webui import serve
     except ImportError as exc:
-        raise UsageError(
-            f"the inspector needs the ui extra ({exc.name} is missing): pip install 'zmem[ui]'"
-        ) from None
+        from zmem import installation
+
+        raise UsageError(installation.missing_piece("the inspector", exc.name or "?")) from None
     if host is not None and not host.strip():
         raise UsageError("--host must not be empty")
     ctx = click.get_current_context()

@@ -38,7 +38,8 @@ _VERIFIED: dict[tuple[Any, ...], bool] = {}
 
 
 def _mcp_server_present() -> bool:
-    """The server module and the optional `mcp` SDK it runs on (the zmem[mcp] extra)."""
+    """The server module and the `mcp` SDK it runs on (a dependency: missing means a broken
+    install)."""
     return all(importlib.util.find_spec(m) is not None for m in ("zmem.mcp_server", "mcp"))
 
 
