@@ -10,6 +10,8 @@ import apsw
 import pytest
 from click.testing import CliRunner
 
+from hub_fixtures import NS, OTHER, ROLES, Machine
+from pg_server import ADMIN, ADMIN_PASSWORD, postgres
 from zmem import MemoryStore
 from zmem.cli import cli
 
@@ -99,3 +101,46 @@ def add_row(store: MemoryStore, content: str, **kw):
     kw.setdefault("type", "lesson")
     kw.setdefault("signal", "test")
     return store.add(content, **kw)
+
+
+# ---- the team hub (issue 32): a real PostgreSQL server per module, a fresh hub per test ------
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with postgres() as pg:
+        for role, password in ROLES.items():
+            pg.create_role(role, password)
+        pgpass = tmp_path_factory.mktemp("pgpass") / "pgpass"
+        lines = [f"127.0.0.1:{pg.port}:*:{ADMIN}:{ADMIN_PASSWORD}"]
+        lines += [f"127.0.0.1:{pg.port}:*:{r}:{p}" for r, p in ROLES.items()]
+        pgpass.write_text("\n".join(lines) + "\n")
+        pgpass.chmod(0o600)
+        pg.pgpass = pgpass  # type: ignore[attr-defined]
+        yield pg
+
+
+@pytest.fixture
+def hub(server, monkeypatch):
+    """A fresh hub: the schema dropped and made again through `hub init`; alice and bob may
+    read and write NS, carol only OTHER."""
+    monkeypatch.setenv("PGPASSFILE", str(server.pgpass))
+    for v in ("PGPASSWORD", "PGSERVICE", "PGHOST", "PGUSER"):
+        monkeypatch.delenv(v, raising=False)
+    server.sql("DROP SCHEMA IF EXISTS zmem_hub CASCADE")
+    admin = server.url(password=None)
+    assert CliRunner().invoke(cli, ["hub", "init", "--url", admin]).exit_code == 0
+    for role, ns in (("alice", NS), ("bob", NS), ("carol", OTHER)):
+        done = CliRunner().invoke(
+            cli, ["hub", "grant", "--url", admin, "--role", role, "--namespace", ns]
+        )
+        assert done.exit_code == 0, done.output
+    return server
+
+
+@pytest.fixture
+def machines(hub, tmp_path):
+    def make(role: str = "alice") -> Machine:
+        return Machine(tmp_path, hub, role)
+
+    return make

@@ -55,6 +55,7 @@ class Settings:
     backup_interval_days: float = 1.0  # backup --if-due
     sentinel_sweep_days: float = 7.0  # sweep --max-age-days default
     session_upkeep: bool = True  # SessionStart launches due backups, organize and the sweep
+    hub_sync_minutes: float = 15.0  # the upkeep syncs with the team hub this often; 0: never
     # consolidate / organize: the shared cadence gate, prune, compression, the judge, the gates
     consolidate_min_interval_days: float = 7.0
     consolidate_growth_threshold: float = 0.2  # a fraction: 0.2 = 20 % more live rows
@@ -193,6 +194,7 @@ def load_settings(
         backup_interval_days=r.number("ZMEM_BACKUP_INTERVAL_DAYS", 1.0, 0.0, 3650.0),
         sentinel_sweep_days=r.number("ZMEM_SENTINEL_SWEEP_DAYS", 7.0, 0.0, 3650.0),
         session_upkeep=r.flag("ZMEM_SESSION_UPKEEP", True),
+        hub_sync_minutes=r.number("ZMEM_HUB_SYNC_MINUTES", 15.0, 0.0, 525600.0),
         consolidate_min_interval_days=r.number(
             "ZMEM_CONSOLIDATE_MIN_INTERVAL_DAYS", 7.0, 0.0, 3650.0
         ),

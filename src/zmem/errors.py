@@ -44,3 +44,15 @@ class NotFound(ZMemError):
     """The target id does not exist (exit 1)."""
 
     exit_code = 1
+
+
+class HubRefused(ZMemError):
+    """The team hub refused: the role's credentials, its grants, or row level security (exit 2:
+    nothing changed locally)."""
+
+
+class HubUnavailable(ZMemError):
+    """The team hub is down, unreachable or too slow: nothing changed locally, and the same
+    sync can simply be run again (exit 3, as a busy store)."""
+
+    exit_code = 3

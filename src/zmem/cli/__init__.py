@@ -193,6 +193,7 @@ from zmem.cli import (  # noqa: E402,F401
     episodes,
     evaluate,
     hooks,
+    hub,
     learning,
     maintenance,
     mcp,

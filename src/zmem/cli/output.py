@@ -300,3 +300,48 @@ def reembed_text(r: Mapping[str, Any]) -> str:
     if r.get("pending"):
         lines.append(f"note: {r['pending']}")
     return "\n".join(lines)
+
+
+def _kinds(counts: Mapping[str, int]) -> str:
+    names = {"memory": "memories", "link": "links", "episode": "episodes",
+             "episode_memory": "memberships"}  # fmt: skip
+    parts = [f"{n} {names.get(k, k)}" for k, n in counts.items() if n]
+    return ", ".join(parts) or "nothing"
+
+
+def hub_sync_text(r: Mapping[str, Any]) -> str:
+    lines = [
+        f"pushed {_kinds(r['pushed'])} ({r['hub_changed']} new or changed on the hub); "
+        f"pulled {_kinds(r['pulled'])}; {r['seconds']:.2f} s"
+    ]
+    if r["redacted"]:
+        lines.append(f"redacted secrets in {r['redacted']} row(s) before they left")
+    if r["secret_warnings"]:
+        lines.append(
+            f"{r['secret_warnings']} row(s) pushed verbatim though they look like they hold "
+            "secrets (capture mode is not auto)"
+        )
+    ingest = r.get("ingest") or {}
+    for key, label in (("deduped", "retired as duplicates"), ("redacted", "redacted on arrival"),
+                       ("injection_risk", "tagged prompt-injection-risk"),
+                       ("capture_refused", "refused by the capture policy"),
+                       ("malformed", "malformed")):  # fmt: skip
+        if ingest.get(key):
+            lines.append(f"pulled rows {label}: {ingest[key]}")
+    return "\n".join(lines)
+
+
+def hub_status_text(s: Mapping[str, Any]) -> str:
+    lines = [
+        f"hub         {s['hub']} as {s['role']} from {s['machine']}",
+        f"sharing     {', '.join(s['namespaces'])}",
+        f"last push   {s['last_push'] or 'never'}",
+        f"last pull   {s['last_pull'] or 'never'}",
+    ]
+    if s.get("reachable") is False:
+        lines.append(f"behind      unknown: {s.get('hub_error')}")
+    elif s.get("behind") is not None:
+        lines.append(f"behind      {s['behind']} object(s) to pull")
+    if s.get("last_error"):
+        lines.append(f"last error  {s['last_error']}")
+    return "\n".join(lines)

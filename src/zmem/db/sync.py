@@ -154,3 +154,117 @@ def episode_ids_present(conn: apsw.Connection, ids: Sequence[str]) -> set[str]:
             r[0] for r in conn.execute(f"SELECT id FROM episode WHERE id IN ({marks})", chunk)
         )
     return found
+
+
+def close_episode(conn: apsw.Connection, e: Episode) -> bool:
+    """A closed episode that arrived from the hub closes the local open one (episodes close
+    once; a closed one is never reopened)."""
+    conn.execute(
+        "UPDATE episode SET ended_at = ?, token_count = ?, summary_memory_id = "
+        "coalesce(?, summary_memory_id) WHERE id = ? AND ended_at IS NULL",
+        (e.ended_at, e.token_count, e.summary_memory_id, e.id),
+    )
+    return conn.changes() == 1
+
+
+# ---- what a hub push reads (issue 32) --------------------------------------------------------
+
+
+def _in(namespaces: Sequence[str]) -> str:
+    return ",".join("?" * len(namespaces))
+
+
+def rows_after(
+    conn: apsw.Connection, after_rid: int, namespaces: Sequence[str], limit: int
+) -> list[tuple[int, Memory]]:
+    """Rows of these namespaces past `after_rid` (live or not), in rid order: what this store
+    wrote since its last push, and what it pulled (the caller tells them apart)."""
+    if not namespaces:
+        return []
+    rows = conn.execute(
+        "SELECT rid FROM memory WHERE rid > ? AND namespace IN "
+        f"({_in(namespaces)}) ORDER BY rid LIMIT ?",
+        (after_rid, *namespaces, limit),
+    ).fetchall()
+    rids = [r[0] for r in rows]
+    if not rids:
+        return []
+    found = {m.rowid: m for m in memories.select(
+        conn, f"WHERE rid IN ({','.join('?' * len(rids))})", rids
+    )}  # fmt: skip
+    return [(rid, found[rid]) for rid in rids]
+
+
+def max_rid(conn: apsw.Connection) -> int:
+    return conn.execute("SELECT coalesce(max(rid), 0) FROM memory").fetchone()[0]
+
+
+def tombstone_count(conn: apsw.Connection, namespaces: Sequence[str]) -> int:
+    """Tombstoned rows of these namespaces (tombstones are never undone, rows never deleted)."""
+    if not namespaces:
+        return 0
+    return conn.execute(
+        f"SELECT count(*) FROM memory WHERE namespace IN ({_in(namespaces)}) "
+        "AND superseded_at IS NOT NULL",
+        tuple(namespaces),
+    ).fetchone()[0]
+
+
+def tombstoned(conn: apsw.Connection, namespaces: Sequence[str]) -> dict[str, str]:
+    """id -> namespace of every tombstoned row of these namespaces."""
+    if not namespaces:
+        return {}
+    return dict(conn.execute(
+        f"SELECT id, namespace FROM memory WHERE namespace IN ({_in(namespaces)}) "
+        "AND superseded_at IS NOT NULL",
+        tuple(namespaces),
+    ))  # fmt: skip
+
+
+def graph_counts(conn: apsw.Connection, namespaces: Sequence[str]) -> tuple[int, int, int, int]:
+    """(links, episodes, closed episodes, memberships): links and memberships are never
+    deleted, an episode closes once, so an unchanged count means nothing new."""
+    links = conn.execute("SELECT count(*) FROM memory_link").fetchone()[0]
+    members = conn.execute("SELECT count(*) FROM episode_memory").fetchone()[0]
+    if not namespaces:
+        return links, 0, 0, members
+    episodes, closed = conn.execute(
+        f"SELECT count(*), count(ended_at) FROM episode WHERE namespace IN ({_in(namespaces)})",
+        tuple(namespaces),
+    ).fetchone()
+    return links, episodes, closed, members
+
+
+def links_in(conn: apsw.Connection, namespaces: Sequence[str]) -> list[tuple[str, Link]]:
+    """(namespace, link) of every link whose ends are both in one of these namespaces."""
+    if not namespaces:
+        return []
+    rows = conn.execute(
+        "SELECT s.namespace, l.src, l.dst, l.relation, l.score, l.created_at FROM memory_link l "
+        "JOIN memory s ON s.id = l.src JOIN memory d ON d.id = l.dst "
+        f"WHERE s.namespace IN ({_in(namespaces)}) AND d.namespace = s.namespace",
+        tuple(namespaces),
+    )
+    return [(r[0], Link(*r[1:])) for r in rows]
+
+
+def episodes_in(conn: apsw.Connection, namespaces: Sequence[str]) -> list[Episode]:
+    if not namespaces:
+        return []
+    rows = conn.execute(
+        "SELECT id, namespace, started_at, ended_at, token_count, summary_memory_id FROM episode "
+        f"WHERE namespace IN ({_in(namespaces)}) ORDER BY started_at, id",
+        tuple(namespaces),
+    )
+    return [Episode(*r) for r in rows]
+
+
+def memberships_in(conn: apsw.Connection, namespaces: Sequence[str]) -> list[tuple[str, ...]]:
+    """(namespace, episode_id, memory_id, added_at) of the episodes of these namespaces."""
+    if not namespaces:
+        return []
+    return [tuple(r) for r in conn.execute(
+        "SELECT e.namespace, m.episode_id, m.memory_id, m.added_at FROM episode_memory m "
+        f"JOIN episode e ON e.id = m.episode_id WHERE e.namespace IN ({_in(namespaces)})",
+        tuple(namespaces),
+    )]  # fmt: skip

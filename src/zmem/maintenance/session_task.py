@@ -1,7 +1,9 @@
 """The SessionStart upkeep: what a session start asks for in the background (a backup when one
-is due, organize and a sweep of stale sentinels checked once a day), decided by three stat
-calls so a session that owes nothing pays nothing, and run under its own lease so two sessions
-starting together never run it twice. Organize applies its own cadence and idle gates."""
+is due, organize and a sweep of stale sentinels checked once a day, a sync with the team hub
+every ZMEM_HUB_SYNC_MINUTES once this data dir joined one), decided by a few stat calls so a
+session that owes nothing pays nothing, and run under its own lease so two sessions starting
+together never run it twice. Organize applies its own cadence and idle gates; the hub is only
+ever reached from this detached child, never from a hook."""
 
 from __future__ import annotations
 
@@ -21,6 +23,10 @@ SWEEP_EVERY_S = 86400.0
 # opening the store to ask it more than once a day.
 ORGANIZE_MARKER = "organize.last"
 ORGANIZE_EVERY_S = 86400.0
+# Touched when a sync starts, success or not: a hub that is down is asked again next interval,
+# not at every session start.
+HUB_CONFIG = ("hub", "hub.json")
+HUB_MARKER = ("hub", "sync.last")
 
 
 def _age(path: Any) -> float | None:
@@ -45,6 +51,10 @@ def due(settings: config.Settings) -> list[str]:
     swept = _age(settings.data_dir / SWEEP_MARKER)
     if swept is None or swept >= SWEEP_EVERY_S:
         jobs.append("sweep")
+    if settings.hub_sync_minutes > 0 and settings.data_dir.joinpath(*HUB_CONFIG).is_file():
+        synced = _age(settings.data_dir.joinpath(*HUB_MARKER))
+        if synced is None or synced >= settings.hub_sync_minutes * 60:
+            jobs.append("sync")
     return jobs
 
 
@@ -52,6 +62,7 @@ def due(settings: config.Settings) -> list[str]:
 class TaskResult:
     ran: list[str] = field(default_factory=list)
     skipped: str | None = None
+    sync: dict[str, Any] | None = None
     backup: dict[str, Any] | None = None
     swept: int = 0
     organize: dict[str, Any] | None = None
@@ -59,7 +70,9 @@ class TaskResult:
 
 
 def run(
-    settings: config.Settings, organize: Callable[[], dict[str, Any]] | None = None
+    settings: config.Settings,
+    organize: Callable[[], dict[str, Any]] | None = None,
+    sync: Callable[[], dict[str, Any]] | None = None,
 ) -> TaskResult:
     """Run what is due. Each job fails on its own (a failed backup does not stop the sweep),
     and nothing raises: this runs detached, where nobody would see an exception. `organize`
@@ -94,6 +107,14 @@ def run(
             except (ZMemError, OSError) as exc:
                 result.errors.append(f"organize: {exc}")
                 (settings.data_dir / ORGANIZE_MARKER).touch()  # not again on every start
+        if "sync" in jobs and sync is not None:
+            marker = settings.data_dir.joinpath(*HUB_MARKER)
+            try:
+                marker.touch()
+                result.sync = sync()
+                result.ran.append("sync")
+            except (ZMemError, OSError) as exc:  # a hub down or refusing: reported, not raised
+                result.errors.append(f"sync: {exc}")
         if "sweep" in jobs:
             try:
                 swept = sweep.sweep([settings.data_dir], settings.sentinel_sweep_days)

@@ -24,7 +24,11 @@ def main() -> None:
         with MemoryStore.open(settings=settings, create=False) as store:
             return store.organize().to_dict()
 
-    result = session_task.run(settings, organize)
+    def sync() -> dict[str, Any]:
+        with MemoryStore.open(settings=settings, create=False) as store:
+            return store.hub_sync().to_dict()
+
+    result = session_task.run(settings, organize, sync)
     reason = result.skipped and "skipped" or ("+".join(result.ran) or "nothing-due")
     fields = {"error": "; ".join(result.errors)} if result.errors else {}
     log_line(settings.data_dir, "upkeep", "SessionStart", reason, fields)

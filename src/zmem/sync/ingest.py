@@ -81,8 +81,13 @@ class _Ingest:
         report: IngestReport,
         allow_tombstones: bool,
         now: str,
+        hub: bool = False,
     ):
         self.conn = conn
+        # A team hub pull (sync/hub.py): rows keep their identity, so that every machine ends
+        # with the same rows; a near-duplicate is resolved the same way on every machine (the
+        # older one stays live, the later is tombstoned) instead of folded into a local row.
+        self.hub = hub
         self.vectors = store_vectors
         self.report = report
         self.allow_tombstones = allow_tombstones
@@ -137,6 +142,7 @@ class _Ingest:
             vecs = [None] * len(batch)
         new: list[tuple[dict[str, Any], str, Any]] = []
         mentions: list[tuple[str, Any]] = []
+        retire: list[tuple[str, str]] = []  # (row, the duplicate it is retired for): hub pulls
         for record, vec in zip(batch, vecs, strict=True):
             f = record.fields
             mine = local.get(f["id"])
@@ -148,7 +154,10 @@ class _Ingest:
             # need not be in the indexes yet when a later one looks.
             if live and self.check_dups:
                 twin = self._twin(f, record.norm, vec)
-                if twin is not None:
+                if twin is not None and self.hub:
+                    mine_ts = memories.get(self.conn, twin.id).ingestion_ts
+                    retire.append(_later((twin.id, mine_ts), (f["id"], f["ingestion_ts"])))
+                elif twin is not None:
                     self._fold(twin, f)
                     continue
             new.append((f, record.norm, vec))
@@ -157,10 +166,13 @@ class _Ingest:
         sync_db.restore_many(self.conn, new, self.now)
         writer.link_entities_many(self.conn, mentions, self.now)
         self.report.inserted += len(new)
+        for later, keeper in retire:
+            if memories.tombstone(self.conn, later, self.now, f"duplicate of {keeper}"):
+                self.report.deduped += 1
 
     def _known(self, mine: Any, f: dict[str, Any]) -> None:
         if f["superseded_at"] is not None and mine.live:
-            if not self.allow_tombstones:
+            if not (self.allow_tombstones or self.hub):
                 self.report.tombstones_refused += 1
             elif memories.tombstone(
                 self.conn, mine.id, f["superseded_at"], f["supersede_reason"], f["valid_until"]
@@ -233,6 +245,12 @@ class _Ingest:
                     summary = None  # its summary row did not land here; the episode still does
                 if sync_db.restore_episode(conn, replace(e, summary_memory_id=summary)):
                     self.report.episodes_added += 1
+                elif (
+                    self.hub
+                    and e.ended_at
+                    and sync_db.close_episode(conn, replace(e, summary_memory_id=summary))
+                ):
+                    self.report.episodes_added += 1  # closed here as it was on the hub
                 else:
                     self.report.episodes_present += 1
             wanted = [m.episode_id for m in members]
@@ -250,6 +268,13 @@ class _Ingest:
 
         if episodes or members:
             bounded.commit(self.conn, apply)
+
+
+def _later(a: tuple[str, str], b: tuple[str, str]) -> tuple[str, str]:
+    """(the later row, the keeper) of two duplicates, by (ingestion time, id): the same answer
+    on every machine, whichever arrived first."""
+    first, second = sorted([a, b], key=lambda x: (x[1], x[0]))
+    return second[0], first[0]
 
 
 def _identity(record: Any) -> tuple[str, str]:
@@ -272,18 +297,39 @@ def ingest(
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
 ) -> IngestReport:
-    report = IngestReport()
     if source_ref is not None:
         source_ref = normalize_source_ref(source_ref)  # a bad override refuses the whole run
     total = prepare.count_lines(path)
     workers = prepare.default_workers() if workers is None else workers
-    job = _Ingest(conn, store_vectors, report, allow_tombstones, now)
+    chunks = prepare.prepared(path, now, capture_mode, source_ref, workers, total)
+    return ingest_chunks(
+        conn, store_vectors, chunks, now=now, allow_tombstones=allow_tombstones,
+        progress=progress, total=total,
+    )  # fmt: skip
+
+
+def ingest_chunks(
+    conn: apsw.Connection,
+    store_vectors: Any,
+    chunks: Any,
+    *,
+    now: str,
+    allow_tombstones: bool = False,
+    hub: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    total: int = 0,
+    links: Sequence[tuple[str, list[dict[str, Any]]]] = (),
+) -> IngestReport:
+    """The writer's side of an ingest over prepared chunks (sync.prepare): a file's, or a hub
+    pull's page (`hub`: rows keep their identity, tombstones apply, closed episodes close;
+    `links`: (src, links) that came apart from their rows, restored with theirs)."""
+    report = IngestReport()
+    job = _Ingest(conn, store_vectors, report, allow_tombstones, now, hub=hub)
     seen: dict[tuple[str, str], int] = {}
-    outgoing: list[tuple[str, list[dict[str, Any]]]] = []
+    outgoing: list[tuple[str, list[dict[str, Any]]]] = list(links)
     episodes: list[EpisodeRecord] = []
     members: list[MembershipRecord] = []
     batch: list[MemoryRecord] = []
-    chunks = prepare.prepared(path, now, capture_mode, source_ref, workers, total)
     try:
         for chunk in chunks:
             for number, status, record in chunk:
@@ -323,7 +369,9 @@ def ingest(
             job.feed(batch)
         job.drain()
     finally:
-        chunks.close()  # stops the workers now, not when the generator is collected
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()  # stops a file's workers now, not when the generator is collected
         job.close()
     job.links(outgoing)
     job.episodes(episodes, members)
