@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 
 import psycopg
+import pytest
 
-from hub_fixtures import NS
+from hub_fixtures import NS, ROLES
 from zmem import MemoryStore
 
 
@@ -159,3 +160,178 @@ def test_a_near_duplicate_from_another_machine_is_resolved_the_same_way_everywhe
         assert rows[second][1] is False
     with MemoryStore.open(b.store) as s:
         assert s.get(second).supersede_reason == f"duplicate of {first}"
+
+
+# ---- access: row level security, credentials, a hub that is not there -----------------------
+
+
+def test_a_role_scoped_to_one_namespace_cannot_reach_another_through_zmem(machines):
+    a, c = machines("alice"), machines("carol")
+    _join(a)
+    a.add("Widget's release checklist lives in RELEASE.md.")
+    a.sync()
+    refused = c.cli("hub", "join", "--url", c.url, "--namespace", NS)
+    assert refused.exit_code == 2 and refused.stderr.count("\n") == 1
+    assert "not granted project:github.com/acme/widget" in refused.stderr
+    assert not (c.data / "hub").exists() and not c.store.exists()
+    c.ok("hub", "join", "--url", c.url, "--namespace", "project:github.com/acme/gadget")
+    c.add("Gadget builds with bazel.", namespace="project:github.com/acme/gadget")
+    pulled = c.sync()
+    assert pulled["pulled"]["memory"] == 0 and c.rows() == {}
+
+
+def test_row_level_security_holds_in_plain_sql(machines, hub):
+    a = machines("alice")
+    _join(a)
+    secret_plan = a.add("Widget's acquisition closes in March.")
+    a.sync()
+    carol = hub.url(user="carol", password=None)
+    with psycopg.connect(carol, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM zmem_hub.record").fetchone()[0] == 0
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM zmem_hub.record WHERE key = %s", (secret_plan,)
+            ).fetchone()[0]
+            == 0
+        )
+        assert conn.execute("SELECT namespace FROM zmem_hub.access").fetchall() == [
+            ("project:github.com/acme/gadget",)
+        ]
+        for sql, args in (
+            ("INSERT INTO zmem_hub.record (kind, key, namespace, seq, body, machine) "
+             "VALUES ('memory', 'x', %s, 999999, '{}', 'psql')", (NS,)),
+            ("UPDATE zmem_hub.record SET body = '{}' WHERE namespace = %s", (NS,)),
+        ):  # fmt: skip
+            try:
+                cur = conn.execute(sql, args)
+            except psycopg.errors.InsufficientPrivilege:
+                continue
+            assert cur.rowcount == 0  # an UPDATE sees no row it may not read
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO zmem_hub.access VALUES ('carol', %s, true)", (NS,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM zmem_hub.record")
+    with psycopg.connect(hub.url()) as conn:
+        assert conn.execute("SELECT count(*) FROM zmem_hub.record").fetchone()[0] == 1
+        assert conn.execute("SELECT body->>'content' FROM zmem_hub.record").fetchone()[0] == (
+            "Widget's acquisition closes in March."
+        )
+
+
+def test_a_wrong_password_is_one_line_exit_2_and_nothing_written(
+    machines, hub, tmp_path, monkeypatch
+):
+    a = machines("alice")
+    wrong = tmp_path / "wrong-pgpass"
+    wrong.write_text(f"127.0.0.1:{hub.port}:*:alice:not-the-password\n")
+    wrong.chmod(0o600)
+    monkeypatch.setenv("PGPASSFILE", str(wrong))
+    done = a.cli("hub", "join", "--url", a.url, "--namespace", NS)
+    assert done.exit_code == 2 and done.stdout == "" and done.stderr.count("\n") == 1
+    assert "refused the connection" in done.stderr and "password" in done.stderr
+    assert "not-the-password" not in done.stderr
+    assert not a.data.exists()
+    monkeypatch.setenv("PGPASSFILE", str(hub.pgpass))
+    _join(a)
+    a.add("Widget uses semantic versioning.")
+    before = a.store.read_bytes()
+    monkeypatch.setenv("PGPASSFILE", str(wrong))
+    done = a.cli("sync")
+    assert done.exit_code == 2 and done.stderr.count("\n") == 1 and "refused" in done.stderr
+    assert a.store.read_bytes() == before
+    status = json.loads(a.ok("sync", "--status", "--json").stdout)
+    assert status["reachable"] is False and "refused" in status["last_error"]
+
+
+def test_an_unreachable_hub_is_exit_3_and_nothing_written(machines, hub):
+    a = machines("alice")
+    _join(a)
+    a.add("Widget's staging URL is staging.widget.dev.")
+    config = a.data / "hub" / "hub.json"
+    doc = json.loads(config.read_text())
+    doc["url"] = doc["url"].replace(str(hub.port), "9")  # nobody listens on port 9
+    config.write_text(json.dumps(doc))
+    before = a.store.read_bytes()
+    done = a.cli("sync")
+    assert done.exit_code == 3 and done.stderr.count("\n") == 1
+    assert "unreachable" in done.stderr and a.store.read_bytes() == before
+    status = a.ok("sync", "--status")
+    assert "behind      unknown" in status.stdout and "last error" in status.stdout
+
+
+def test_a_password_in_the_url_is_never_kept(machines, hub):
+    a = machines("alice")
+    with_password = hub.url(user="alice", password=ROLES["alice"])
+    done = a.cli("hub", "join", "--url", with_password, "--namespace", NS)
+    assert done.exit_code == 2 and ".pgpass" in done.stderr and ROLES["alice"] not in done.stderr
+    assert not a.data.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("hub", "join", "--url", "postgresql://alice@127.0.0.1/x"), "name the namespaces"),
+        (("hub", "join", "--url", "postgresql://alice@127.0.0.1/x", "--namespace", "global"),
+         "user:global"),
+        (("hub", "join", "--url", "not a url at all", "--namespace", NS), "not a PostgreSQL"),
+        (("sync", "--status"), "shares nothing"),
+        (("sync", "--status", "--batch", "5"), "--batch goes with a sync"),
+        (("hub", "grant", "--url", "postgresql://x@127.0.0.1/x", "--role", "r"), "--namespace"),
+    ],
+)  # fmt: skip
+def test_bad_hub_arguments_are_one_line(machines, args, message):
+    a = machines("alice")
+    done = a.cli(*args)
+    assert done.exit_code == 2 and done.stdout == "" and done.stderr.count("\n") == 1
+    assert message in done.stderr, done.stderr
+    assert not a.data.exists()
+
+
+# ---- secrets --------------------------------------------------------------------------------
+
+TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+def test_in_auto_mode_a_secret_is_redacted_before_it_reaches_the_hub(machines, hub, monkeypatch):
+    a = machines("alice")
+    _join(a)
+    x = a.add(f"The deploy bot authenticates with {TOKEN}.")  # manual mode: kept verbatim here
+    monkeypatch.setenv("ZMEM_CAPTURE_MODE", "auto")
+    report = a.sync()
+    assert report["redacted"] == 1
+    with psycopg.connect(hub.url()) as conn:
+        content = conn.execute(
+            "SELECT body->>'content' FROM zmem_hub.record WHERE key = %s", (x,)
+        ).fetchone()[0]
+    assert TOKEN not in content and "REDACTED" in content.upper()
+
+
+def test_a_row_from_the_hub_is_redacted_before_it_reaches_the_local_store(machines, monkeypatch):
+    a, b = machines("alice"), machines("bob")
+    _join(a, b)
+    x = a.add(f"The deploy bot authenticates with {TOKEN}.")
+    a.sync()  # manual mode on a: pushed verbatim, and the report says so
+    monkeypatch.setenv("ZMEM_CAPTURE_MODE", "auto")
+    pulled = b.sync()
+    assert pulled["ingest"]["redacted"] == 1
+    assert TOKEN not in b.rows()[x][0] and TOKEN not in b.store.read_bytes().decode("latin-1")
+
+
+def test_status_leave_and_who_wrote_what(machines):
+    a, b = machines("alice"), machines("bob")
+    _join(a, b)
+    a.add("Widget's on-call rota is in PagerDuty.")
+    a.sync()
+    b.sync()
+    st = json.loads(b.ok("sync", "--status", "--json").stdout)
+    assert st["reachable"] is True and st["behind"] == 0 and st["last_error"] is None
+    assert st["last_push"] and st["last_pull"] and st["role"] == "bob"
+    writers = {(w["writer"], w["kind"]): w["objects"] for w in st["writers"]}
+    assert writers == {("alice", "memory"): 1}
+    a.add("Widget's docs build with mkdocs.")
+    a.sync()
+    assert json.loads(b.ok("sync", "--status", "--json").stdout)["behind"] == 1
+    left = json.loads(b.ok("hub", "leave", "--json").stdout)
+    assert left["left"] and not (b.data / "hub").exists()
+    assert b.cli("sync").exit_code == 2
+    assert len([r for r in b.rows().values() if r[1]]) == 1  # the store keeps what it pulled
