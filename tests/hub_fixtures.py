@@ -48,5 +48,5 @@ class Machine:
         if not self.store.exists():
             return {}
         with MemoryStore.open(self.store) as s:
-            rows = s.list(namespace=namespace, include_superseded=True, limit=10_000)
+            rows = s.list(namespace=namespace, include_superseded=True, limit=1000)
             return {m.id: (m.content, m.live, m.update_of) for m in rows}

@@ -156,7 +156,8 @@ class _Sync:
                         changed.append((kind, key, merged))
             hubdb.insert(self.hub, new, self.cfg.machine)
             hubdb.update(self.hub, changed, self.cfg.machine)
-            _crash_point("push")
+            _crash_point("push-mid")  # before the hub commits
+        _crash_point("push")  # the hub committed; this side has not recorded it
         self.report.hub_changed += len(new) + len(changed)
         for kind, *_ in objects:
             self.report.pushed[kind] += 1
@@ -246,6 +247,7 @@ class _Sync:
                 if r.machine != self.cfg.machine
                 or held[r.kind].get(r.key, -1) < rec.state_of(r.kind, r.body)
             ]  # fmt: skip
+            _crash_point("pull-mid")  # the page read, nothing applied
             if todo:
                 report = self._apply(todo)
                 for k, v in report.to_dict().items():
@@ -256,7 +258,7 @@ class _Sync:
                 (r.kind, r.key, r.namespace, rec.state_of(r.kind, r.body), r.written_by, r.machine)
                 for r in page
             ])  # fmt: skip
-            _crash_point("pull")
+            _crash_point("pull")  # applied and committed here; the cursor not moved
             after = page[-1].seq
             hub_state.set_cursors(self.state, {"pull_seq": after})
             for r in todo:
@@ -293,12 +295,12 @@ def _crash_point(where: str) -> None:
     """Tests kill a sync at named points (ZMEM_TEST_SYNC_KILL=push:3 is the third push batch,
     right after the hub committed it and before this side recorded it); never set otherwise."""
     spec = os.environ.get("ZMEM_TEST_SYNC_KILL", "")
-    if not spec or not spec.startswith(where + ":"):
+    if not spec or spec.rsplit(":", 1)[0] != where:
         return
     _crash_point.seen = getattr(_crash_point, "seen", {})  # type: ignore[attr-defined]
     seen = _crash_point.seen  # type: ignore[attr-defined]
     seen[where] = seen.get(where, 0) + 1
-    if seen[where] == int(spec.split(":", 1)[1]):
+    if seen[where] == int(spec.rsplit(":", 1)[1]):
         import signal
 
         os.kill(os.getpid(), signal.SIGKILL)
