@@ -6,11 +6,13 @@ come from a password file (PGPASSFILE), as libpq finds them; the URLs carry none
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import psycopg
 import pytest
 
-from hub_fixtures import NS, ROLES
+from hub_fixtures import NS, ROLES, Machine
 from zmem import MemoryStore
 
 
@@ -335,3 +337,68 @@ def test_status_leave_and_who_wrote_what(machines):
     assert left["left"] and not (b.data / "hub").exists()
     assert b.cli("sync").exit_code == 2
     assert len([r for r in b.rows().values() if r[1]]) == 1  # the store keeps what it pulled
+
+
+# ---- never on the hot path: the session start's detached upkeep syncs ---------------------
+
+
+def _upkeep_lines(data: Path, want: int = 1, timeout: float = 60) -> list[str]:
+    log = data / "zmem-bg.log"
+    deadline = time.time() + timeout
+    lines: list[str] = []
+    while time.time() < deadline:
+        lines = [x for x in (log.read_text().splitlines() if log.exists() else [])
+                 if "host=upkeep" in x]  # fmt: skip
+        if len(lines) >= want:
+            break
+        time.sleep(0.1)
+    return lines
+
+
+def _session_start(m: Machine, tmp_path: Path, monkeypatch) -> tuple[int, float]:
+    monkeypatch.setenv("ZMEM_SESSION_UPKEEP", "1")
+    payload = {"session_id": "s-hub", "cwd": str(tmp_path), "hook_event_name": "SessionStart",
+               "source": "startup"}  # fmt: skip
+    t0 = time.monotonic()
+    done = m.cli("hook", "SessionStart", "--host", "claude", input=json.dumps(payload))
+    return done.exit_code, time.monotonic() - t0
+
+
+def test_the_session_start_syncs_in_its_detached_child_when_due(machines, tmp_path, monkeypatch):
+    from zmem.maintenance import session_task
+
+    a, b = machines("alice"), machines("bob")
+    _join(a, b)
+    x = a.add("Widget's feature flags are read at startup only.")
+    code, _ = _session_start(a, tmp_path, monkeypatch)
+    assert code == 0
+    lines = _upkeep_lines(a.data)
+    assert lines and "sync" in lines[0].split("reason=")[1].split()[0], lines
+    b.sync()
+    assert x in b.rows()
+    settings = __import__("zmem").config.load_settings(
+        env={"ZMEM_DATA": str(a.data), "ZMEM_STORE": str(a.store)}
+    )
+    assert "sync" not in session_task.due(settings)  # not again until ZMEM_HUB_SYNC_MINUTES
+
+
+def test_a_hub_that_is_down_costs_the_session_start_nothing_and_is_reported(
+    machines, hub, tmp_path, monkeypatch
+):
+    a = machines("alice")
+    _join(a)
+    a.add("Widget's cache TTL is 300 seconds.")
+    config = a.data / "hub" / "hub.json"
+    doc = json.loads(config.read_text())
+    doc["url"] = doc["url"].replace(str(hub.port), "9")
+    config.write_text(json.dumps(doc))
+    code, took = _session_start(a, tmp_path, monkeypatch)
+    assert code == 0 and took < 5  # the hook never waits on the network
+    lines = _upkeep_lines(a.data)
+    assert lines and "error=sync:" in lines[0] and "unreachable" in lines[0], lines
+    status = json.loads(a.ok("sync", "--status", "--json").stdout)
+    assert status["reachable"] is False and "unreachable" in status["last_error"]
+    checks = {
+        c["check"]: c for c in json.loads(a.ok("doctor", "--format", "json").stdout)["checks"]
+    }
+    assert checks["hub"]["status"] == "warn" and "unreachable" in checks["hub"]["detail"]

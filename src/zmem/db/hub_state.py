@@ -35,6 +35,15 @@ def open_state(path: Path) -> apsw.Connection:
     return conn
 
 
+def open_read_only(path: Path) -> apsw.Connection | None:
+    """For doctor and the inspector: None when there is no file, and nothing is ever written."""
+    if not path.is_file():
+        return None
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.setbusytimeout(2_000)
+    return conn
+
+
 def cursors(conn: apsw.Connection) -> dict[str, int]:
     return dict(conn.execute("SELECT name, value FROM cursor"))
 

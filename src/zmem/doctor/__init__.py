@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from zmem.doctor import embedding_checks, host_checks, store_checks
+from zmem.doctor import embedding_checks, host_checks, hub_checks, store_checks
 from zmem.doctor.base import FAIL, NA, OK, RANK, WARN, check
 from zmem.store import inspect
 
@@ -54,6 +54,7 @@ def run(
         store_checks.namespace_check(project, settings),
         host_checks.surfaces(repo_root, home),
         host_checks.wiring(env, Path(env.get("HOME") or home)),
+        hub_checks.hub(settings),
     ]
     summary = {s: sum(c["status"] == s for c in checks) for s in RANK}
     return {"ok": summary[FAIL] == 0, "summary": summary, "checks": checks}

@@ -360,16 +360,23 @@ def _record_error(state: apsw.Connection, exc: Exception) -> None:
     hub_state.set_status(state, {"last_error": f"{config.now_iso()} {exc}"})
 
 
+def recorded(data_dir: Path) -> tuple[dict[str, str], dict[str, int], list[tuple]]:
+    """(status, cursors, writers) as the last sync left them: no network, no write."""
+    state = hub_state.open_read_only(hub_dir(data_dir) / STATE_NAME)
+    if state is None:
+        return {}, {}, []
+    try:
+        return hub_state.status(state), hub_state.cursors(state), hub_state.writers(state)
+    except apsw.Error:
+        return {}, {}, []
+    finally:
+        state.close()
+
+
 def status(settings: config.Settings, cfg: HubConfig, *, ask_hub: bool = True) -> dict[str, Any]:
     """The last push and pull, the last error, and (asking the hub) how many rows this store is
     behind."""
-    state = hub_state.open_state(hub_dir(settings.data_dir) / STATE_NAME)
-    try:
-        st = hub_state.status(state)
-        cursors = hub_state.cursors(state)
-        writers = hub_state.writers(state)
-    finally:
-        state.close()
+    st, cursors, writers = recorded(settings.data_dir)
     out: dict[str, Any] = {
         "hub": hubdb.describe(cfg.url), "namespaces": cfg.namespaces, "machine": cfg.machine,
         "role": cfg.role, "last_push": st.get("last_push"), "last_pull": st.get("last_pull"),

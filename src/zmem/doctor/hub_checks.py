@@ -1,0 +1,40 @@
+"""The team hub's check (issue 32): whether this data dir shares namespaces with a hub, which,
+as which role, when it last pushed and pulled, and the last error, read from what the last sync
+recorded. Doctor never reaches the network: `zmem sync --status` asks the hub itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zmem import config
+from zmem.doctor.base import NA, OK, WARN, check
+from zmem.errors import ZMemError
+
+
+def hub(settings: config.Settings) -> dict[str, Any]:
+    from zmem.sync import hub as team
+
+    try:
+        cfg = team.load_config(settings.data_dir)
+    except ZMemError as exc:
+        return check("hub", WARN, str(exc))
+    if cfg is None:
+        return check("hub", NA, "this data dir shares nothing with a team hub", joined=False)
+    st, _, writers = team.recorded(settings.data_dir)
+    where = team.hubdb.describe(cfg.url)
+    extra = {
+        "joined": True, "hub": where, "role": cfg.role, "machine": cfg.machine,
+        "namespaces": cfg.namespaces, "last_push": st.get("last_push"),
+        "last_pull": st.get("last_pull"), "last_error": st.get("last_error"),
+        "writers": [list(w) for w in writers],
+    }  # fmt: skip
+    shared = f"{', '.join(cfg.namespaces)} with {where} as {cfg.role}"
+    if str(settings.store_path) != cfg.store:
+        return check("hub", WARN, f"joined for the store {cfg.store}, not this one", **extra)
+    if st.get("last_error"):
+        return check(
+            "hub", WARN, f"sharing {shared}; the last sync failed: {st['last_error']}", **extra
+        )
+    if not st.get("last_pull"):
+        return check("hub", WARN, f"sharing {shared}; never synced: run `zmem sync`", **extra)
+    return check("hub", OK, f"sharing {shared}; last pull {st['last_pull']}", **extra)
