@@ -135,6 +135,7 @@ RUNTIME_FILES = [
     "zmem/hermes_provider/plugins/zmem_bridge.py",
     "zmem/db/migrations/0001_initial.sql",
     "zmem/db/migrations/0013_episodes.sql",
+    "zmem/db/hub_migrations/0001_hub.sql",
     "zmem/webui/templates/base.html",
     "zmem/webui/templates/memory.html",
     "zmem/webui/static/app.css",
