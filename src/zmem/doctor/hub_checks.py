@@ -4,6 +4,7 @@ recorded. Doctor never reaches the network: `zmem sync --status` asks the hub it
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from zmem import config
@@ -29,7 +30,7 @@ def hub(settings: config.Settings) -> dict[str, Any]:
         "writers": [list(w) for w in writers],
     }  # fmt: skip
     shared = f"{', '.join(cfg.namespaces)} with {where} as {cfg.role}"
-    if str(settings.store_path) != cfg.store:
+    if Path(settings.store_path).resolve() != Path(cfg.store).resolve():
         return check("hub", WARN, f"joined for the store {cfg.store}, not this one", **extra)
     if st.get("last_error"):
         return check(

@@ -5,6 +5,7 @@ imported when called, so a hook never loads psycopg."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import apsw
@@ -35,7 +36,7 @@ class Team:
                 "this data dir shares nothing: join a hub first "
                 "(zmem hub join --url URL --namespace NS)"
             )
-        if str(self.settings.store_path) != cfg.store:
+        if Path(self.settings.store_path).resolve() != Path(cfg.store).resolve():
             raise UsageError(
                 f"this data dir joined the hub for the store {cfg.store}, not "
                 f"{self.settings.store_path}: sync that store, or leave and join again"

@@ -510,7 +510,7 @@ def join(settings: config.Settings, url: str, namespaces: Sequence[str]) -> HubC
     cfg = HubConfig(
         url=kept, namespaces=wanted,
         machine=existing.machine if existing else new_machine_id(),
-        store=str(settings.store_path),
+        store=str(Path(settings.store_path).resolve()),
         joined_at=existing.joined_at if existing else config.now_iso(), role=role,
     )  # fmt: skip
     save_config(settings.data_dir, cfg)
