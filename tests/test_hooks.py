@@ -110,8 +110,11 @@ def test_every_recorded_payload(run_cli, store_path, repo, isolated_env, host, e
         assert set(doc["hookSpecificOutput"]) == {"hookEventName", "additionalContext"}
 
 
-@pytest.mark.parametrize("event", ["Stop", "PreCompact", "SessionEnd"])
-@pytest.mark.parametrize("host", ["claude", "codex"])
+@pytest.mark.parametrize(
+    ("host", "event"),
+    [("claude", "Stop"), ("claude", "SessionEnd"), ("codex", "Stop"), ("codex", "PreCompact"),
+     ("codex", "SessionEnd")],
+)  # fmt: skip
 def test_turn_end_events_print_nothing(run_cli, store_path, repo, host, event):
     seed(store_path)
     assert hook(run_cli, host, event, payload(host, event, repo)) == ""
@@ -719,6 +722,8 @@ def test_a_legacy_namespace_in_the_migration_map_is_recalled_under_the_canonical
     with MemoryStore.open(store_path) as s:
         assert "project:oldname" in s.namespace_set(REMOTE_NS)
         before = s.namespace_set(REMOTE_NS)
+    # Another session (this one's context holds the row already: issue 33).
+    ask = ask.replace("11111111-2222-3333-4444-555555555555", "another-session")
     assert "--reruns 2" in hook(run_cli, "claude", "UserPromptSubmit", ask)
     with MemoryStore.open(store_path) as s:
         assert s.namespace_set(REMOTE_NS) == before  # recorded once, not once per prompt
@@ -842,3 +847,90 @@ def test_the_repair_never_touches_a_venv_the_bootstrap_did_not_make(tmp_path):
     )
     assert done.returncode == 0 and done.stdout == b""
     assert not pdata.exists()
+
+
+# ---- issue 33: PreCompact, and no row twice in one context -------------------------------------
+
+
+def _transcript(path: Path, prompts: list[str], pretool: str | None = None) -> Path:
+    """A Claude Code transcript as 2.1.332 writes it: user turns, and (when the host took a
+    pre-tool hook's context) its hook_additional_context attachment."""
+    lines = [json.dumps({"type": "user", "message": {"role": "user", "content": p},
+                         "timestamp": "2026-12-06T10:00:00Z"}) for p in prompts]  # fmt: skip
+    if pretool is not None:
+        lines.append(json.dumps({"attachment": {
+            "type": "hook_additional_context", "content": [pretool],
+            "hookName": "PreToolUse:Bash", "hookEvent": "PreToolUse",
+        }}))  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_pre_compact_on_claude_brings_back_what_the_work_needs(run_cli, store_path, repo, tmp_path):
+    seed(store_path)
+    with MemoryStore.open(store_path) as s:
+        s.add("Staging deploys need the VPN: connect before make deploy-staging.",
+              namespace=REMOTE_NS, type="lesson", signal="user")  # fmt: skip
+        s.add("Deploy staging only from the release branch (my hunch).",
+              namespace=REMOTE_NS, type="lesson", signal="none")  # fmt: skip
+    talk = _transcript(tmp_path / "t.jsonl", ["Help me deploy staging tonight", "/compact"])
+    text = payload("claude", "PreCompact", repo, transcript_path=str(talk),
+                   custom_instructions="keep the deploy steps")  # fmt: skip
+    out = hook(run_cli, "claude", "PreCompact", text)
+    ctx = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert json.loads(out)["hookSpecificOutput"]["hookEventName"] == "PreCompact"
+    assert "Staging deploys need the VPN" in ctx and "<zmem-memories>" in ctx
+    assert "my hunch" not in ctx  # signal none: under the prompt surface's floor
+    # Passive: a surface event, never a retrieval.
+    with MemoryStore.open(store_path) as s:
+        row = next(m for m in s.list(namespace=REMOTE_NS) if "VPN" in m.content)
+        assert (row.retrieval_count, row.surfaced_count) == (0, 1)
+    # The compacted context holds it now: the next prompt does not inject it again.
+    ask = payload("claude", "UserPromptSubmit", repo, prompt="deploy staging now, VPN?")
+    assert "Staging deploys need the VPN" not in hook(run_cli, "claude", "UserPromptSubmit", ask)
+    # Codex has no PreCompact context: nothing printed there.
+    assert hook(run_cli, "codex", "PreCompact", payload("codex", "PreCompact", repo)) == ""
+
+
+def _hazard_then_three_prompts(
+    run_cli, store_path, repo, tmp_path, host_took_it: bool
+) -> list[str]:
+    with MemoryStore.open(store_path) as s:
+        s.add("Never run git push --force on main: rebase and push a branch.",
+              namespace=REMOTE_NS, type="constraint", signal="user")  # fmt: skip
+    tool = payload("claude", "PreToolUse", repo, tool_name="Bash",
+                   tool_input={"command": "git push --force origin main"})  # fmt: skip
+    pre = json.loads(hook(run_cli, "claude", "PreToolUse", tool))
+    shown = pre["hookSpecificOutput"]["additionalContext"]
+    assert "git push --force on main" in shown
+    talk = _transcript(tmp_path / "t.jsonl", ["push it"], shown if host_took_it else None)
+    outs = []
+    for prompt in ("should I git push --force to main?", "git push force main again?",
+                   "what about git push --force on main"):  # fmt: skip
+        ask = payload("claude", "UserPromptSubmit", repo, prompt=prompt, transcript_path=str(talk))
+        outs.append(hook(run_cli, "claude", "UserPromptSubmit", ask))
+    return [shown, *outs]
+
+
+def test_a_pre_tool_hit_then_three_prompts_shows_the_row_once(run_cli, store_path, repo, tmp_path):
+    """Claude Code 2.1.9+ takes the pre-tool context itself (its transcript says so): the
+    pending fence is not delivered again and no prompt recalls the row again."""
+    outs = _hazard_then_three_prompts(run_cli, store_path, repo, tmp_path, host_took_it=True)
+    assert sum(o.count("git push --force on main") for o in outs) == 1
+
+
+def test_on_a_host_that_dropped_the_pre_tool_context_the_next_prompt_delivers_it_once(
+    run_cli, store_path, repo, tmp_path
+):
+    outs = _hazard_then_three_prompts(run_cli, store_path, repo, tmp_path, host_took_it=False)
+    delivered = [o for o in outs[1:] if "git push --force on main" in o]
+    assert len(delivered) == 1 and "Surfaced before your last tool call" in delivered[0]
+
+
+def test_a_new_session_context_starts_the_record_again(run_cli, store_path, repo):
+    seed(store_path)
+    ask = payload("claude", "UserPromptSubmit", repo, prompt="pytest before git push?")
+    assert "pytest -x" in hook(run_cli, "claude", "UserPromptSubmit", ask)
+    assert "pytest -x" not in hook(run_cli, "claude", "UserPromptSubmit", ask)  # held already
+    start = payload("claude", "SessionStart", repo, source="clear")
+    assert "pytest -x" in hook(run_cli, "claude", "SessionStart", start)  # a cleared context

@@ -309,11 +309,38 @@ def test_claude_subagent_start(tmp_path_factory):
 
 
 @needs_claude
-def test_claude_pre_compact_runs_and_prints_nothing(tmp_path_factory):
+def test_claude_pre_compact_brings_memories_into_the_compacted_context(tmp_path_factory):
+    """A session of three user messages (stream-json input): the first about pytest, then
+    /compact, then a question. PreCompact recalls on what the session was about, and the
+    first request after the compaction carries its block (issue 33)."""
     world = World(tmp_path_factory.mktemp("claude-compact"))
-    s = run_claude(world, "/compact")
-    assert s.done.returncode == 0, s.where()
-    assert [r["reason"] for r in world.logged("claude", "PreCompact")] == ["skipped"], s.where()
+    world.link_venv(world.home / ".claude" / "plugins" / "data" / "zmem-inline")
+    messages = ["I need to run pytest before git push today.", "/compact",
+                "What was I about to do?"]  # fmt: skip
+    stdin = "".join(
+        json.dumps({"type": "user", "message": {"role": "user", "content": m}}) + "\n"
+        for m in messages
+    )
+    env = world.env(
+        ANTHROPIC_BASE_URL="{MOCK_URL}", ANTHROPIC_API_KEY="sk-ant-offline-test",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1",
+    )  # fmt: skip
+    cmd = [str(CLAUDE), "-p", "--input-format", "stream-json", "--output-format", "stream-json",
+           "--verbose", "--plugin-dir", str(PLUGIN)]  # fmt: skip
+    record = world.base / "requests.jsonl"
+    with mock_api.MockModelAPI(record) as api:
+        env = {k: v.replace("{MOCK_URL}", api.url) for k, v in env.items()}
+        done = subprocess.run(cmd, cwd=world.project, env=env, input=stdin, capture_output=True,
+                              text=True, timeout=SESSION_TIMEOUT)  # fmt: skip
+        s = Session(world, done, api.requests())
+    assert done.returncode == 0, s.where()
+    pre = world.logged("claude", "PreCompact")
+    assert [r["reason"] for r in pre] == ["injected"], s.where()
+    after = s.turn("What was I about to do?")
+    assert after, s.where()
+    assert "Long-term memories for the work in progress" in after[-1] and MARKER in after[-1]
+    # The first message itself was compacted away; the memory came back through PreCompact.
+    assert "I need to run pytest before git push today." not in after[-1]
 
 
 @needs_claude

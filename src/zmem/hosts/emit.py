@@ -14,10 +14,19 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Events whose additionalContext reaches the model, per host. Stop is absent everywhere on
-# purpose: on Claude Code a Stop hook that returns context keeps the agent running.
+# purpose: on Claude Code a Stop hook that returns context keeps the agent running. Claude Code
+# 2.1.332 carries PreCompact's context into the compacted conversation (verified live: the first
+# request after a /compact holds it; tests/test_live_hosts.py).
 CONTEXT_EVENTS: dict[str, frozenset[str]] = {
     "claude": frozenset(
-        {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "SubagentStart"}
+        {
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PostToolUse",
+            "SubagentStart",
+            "PreCompact",
+        }
     ),
     # Codex 0.171 delivers SubagentStart context to the subagent as a developer message
     # (verified live, docs/host-verification.md), though older output schemas left it out.

@@ -196,7 +196,13 @@ def normalize(host: str, event_name: str, payload: Any) -> HookEvent:
         name=event_name,
         session_id=_str(payload.get("session_id")),
         cwd=_str(payload.get("cwd")),
-        prompt=_str(payload.get("prompt")) if event_name == "UserPromptSubmit" else None,
+        prompt=(
+            _str(payload.get("prompt"))
+            if event_name == "UserPromptSubmit"
+            else _str(payload.get("custom_instructions"))
+            if event_name == "PreCompact"
+            else None
+        ),
         tool_name=tool,
         command=_command_text(tool_input) if is_shell else None,
         paths=() if is_shell else _paths(tool, raw_tool, tool_input),

@@ -1,6 +1,7 @@
 """Files the hooks keep beside the store, never inside it: the capture-correction queue
 (<data>/queue/<ns>.json, reviewed with queue-list / queue-clear; store-independent), the
-pending pre-tool fence a later prompt delivers, and per-session cooldown markers. Writes are
+pending pre-tool fence a later prompt delivers, what a session's context already holds, and
+per-session cooldown markers. Writes are
 atomic (temp file + rename) so a hook killed mid-write leaves the old file. Standard library."""
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ def put_pending(data_dir: Path, session_id: str, block: str) -> None:
 
 
 def take_pending(data_dir: Path, session_id: str) -> str | None:
-    """The pending fence, removed as it is read (delivered at most once)."""
+    """The pending fence, removed as it is read (delivered at most once): the caller decides
+    whether the host already showed it (hosts.transcript.showed_pretool)."""
     path = pending_path(data_dir, session_id)
     taken = path.with_name(f".{path.name}.{os.getpid()}.taken")
     try:
@@ -163,3 +165,49 @@ def claim_marker(data_dir: Path, kind: str, session_id: str) -> bool:
         return False
     os.close(fd)
     return True
+
+
+# ---- what this session's context already holds -------------------------------------------------
+
+# A row injected into a session's context is not injected again into that context (issue 33):
+# the pending pre-tool fence and the next prompt's recall share this record. A compaction or a
+# cleared session starts a new context and the record with it; this bound covers a context the
+# host compacted without telling (auto compaction before PreCompact existed, a lost hook).
+SEEN_TTL_S = 6 * 3600
+
+
+def seen_path(data_dir: Path, session_id: str) -> Path:
+    return data_dir / "ops" / f"seen-{session_key(session_id)}.json"
+
+
+def _seen_times(data_dir: Path, session_id: str, now: float) -> dict[str, float]:
+    try:
+        doc = json.loads(seen_path(data_dir, session_id).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    ids = doc.get("ids") if isinstance(doc, dict) else None
+    if not isinstance(ids, dict):
+        return {}
+    cutoff = now - SEEN_TTL_S
+    return {i: at for i, at in ids.items() if isinstance(at, int | float) and at >= cutoff}
+
+
+def seen(data_dir: Path, session_id: str) -> set[str]:
+    """The ids already injected into this session's current context."""
+    return set(_seen_times(data_dir, session_id, time.time()))
+
+
+def mark_seen(data_dir: Path, session_id: str, ids: tuple[str, ...] | list[str]) -> None:
+    if not ids:
+        return
+    now = time.time()
+    kept = _seen_times(data_dir, session_id, now)  # what has aged out goes
+    kept.update(dict.fromkeys(ids, now))
+    _atomic_write(seen_path(data_dir, session_id), json.dumps({"ids": kept}))
+
+
+def reset_seen(data_dir: Path, session_id: str) -> None:
+    try:
+        seen_path(data_dir, session_id).unlink()
+    except OSError:
+        pass

@@ -16,7 +16,7 @@ from typing import Any
 from zmem.capture import corrections
 from zmem.capture import project_namespace as namespace
 from zmem.config import Settings
-from zmem.hosts import opsring, sidecars
+from zmem.hosts import opsring, sidecars, transcript
 from zmem.hosts.events import HookEvent, Outcome
 from zmem.retrieval.render import render_block, row_line, selective_gate
 from zmem.retrieval.request import RecallRequest
@@ -92,6 +92,7 @@ class Hooks:
             "UserPromptSubmit": self.prompt_submit,
             "PreToolUse": self.pre_tool,
             "SubagentStart": self.subagent_start,
+            "PreCompact": self.pre_compact,
         }.get(event.name)
         if verb is None:
             return Outcome(reason="skipped")
@@ -112,6 +113,19 @@ class Hooks:
 
     def _prefetch(self, query: str, ns: str, limit: int) -> RecallRequest:
         return RecallRequest.prefetch(query, namespace=ns, limit=limit, hybrid=self.hybrid)
+
+    def _unseen(self, report: Any, event: HookEvent) -> int:
+        """Drop the rows this session's context already holds (sidecars.seen); how many went."""
+        if not event.session_id:
+            return 0
+        held = sidecars.seen(self.data_dir, event.session_id)
+        before = len(report.hits)
+        report.hits = [h for h in report.hits if h.id not in held]
+        return before - len(report.hits)
+
+    def _remember(self, event: HookEvent, d: Decision) -> None:
+        if event.session_id and d.ids:
+            sidecars.mark_seen(self.data_dir, event.session_id, d.ids)
 
     def decide(self, report: Any, *, session: bool) -> Decision:
         """Gate, render and name the reason (the spec's closed silence set); the agent tools'
@@ -152,7 +166,13 @@ class Hooks:
         report = self.store.read(
             RecallRequest.prefetch(kind="recent", namespace=ns, limit=RECENT_LIMIT)
         )
+        if event.session_id and event.source in ("startup", "clear"):
+            sidecars.reset_seen(self.data_dir, event.session_id)  # a new, empty context
+        held = self._unseen(report, event)
         d = self.decide(report, session=True)
+        if held:
+            d.fields["seen"] = held
+        self._remember(event, d)
         parts.append(d.block)
         # A backup when one is due, the sentinel sweep once a day: detached, after the answer
         # is built, and only when something is owed (two stat calls otherwise). Imported here:
@@ -199,14 +219,24 @@ class Hooks:
             tokens = opsring.tail_tokens(self.data_dir, event.session_id)
         query, ops_used = opsring.compose_query(prompt, tokens)
         report = self.store.read(self._prefetch(query, ns, PROMPT_LIMIT))
-        d = self.decide(report, session=False)
-        if ops_used:
-            d.fields["ops"] = ops_used
         parts = []
         if event.session_id and self.settings.query_context:
             pending = sidecars.take_pending(self.data_dir, event.session_id)
-            if pending:
+            # Delivered only where the host dropped it: Claude Code 2.1.9 and later take the
+            # pre-tool context themselves, and their transcript says so.
+            if pending and not transcript.showed_pretool(event.transcript_path, pending):
                 parts.append("Surfaced before your last tool call:\n" + pending)
+        held = self._unseen(report, event)
+        if held and not report.hits:
+            # Everything this prompt recalls is in the context already: nothing to add.
+            d = Decision("", "seen", {"seen": held})
+        else:
+            d = self.decide(report, session=False)
+            if held:
+                d.fields["seen"] = held
+        self._remember(event, d)
+        if ops_used:
+            d.fields["ops"] = ops_used
         parts.append(d.block)
         capture = self._capture_prompt(event)
         if capture:
@@ -236,9 +266,13 @@ class Hooks:
         ns = self.namespace(event)
         report = self.store.read(self._prefetch(query, ns, PRETOOL_LIMIT))
         report.hits = [h for h in report.hits if h.memory.type in PRETOOL_TYPES]
+        held = self._unseen(report, event)
         d = self.decide(report, session=False)
+        if held:
+            d.fields["seen"] = held
         if d.reason != "injected":
             return Outcome(None, d.reason, d.fields)  # silent when nothing qualifies
+        self._remember(event, d)
         text = "Before this tool call, ZMem recalled:\n" + d.block
         if event.host == "claude" and event.session_id:
             # Claude Code before 2.1.9 drops pre-tool context; the next prompt delivers it.
@@ -258,6 +292,36 @@ class Hooks:
         if d.reason != "injected":
             return Outcome(None, d.reason, d.fields)
         return Outcome(d.block, d.reason, d.fields)
+
+    # ---- PreCompact (Claude Code) ----------------------------------------------------------
+
+    def pre_compact(self, event: HookEvent) -> Outcome:
+        """What the compacted conversation should keep from long-term memory: the memories
+        that bear on the work in progress (the user's recent prompts, the commands the session
+        ran, a manual /compact's instructions), with the prompt surface's floor and token
+        budget and no lineage unfold. A compaction starts a new context, so the record of what
+        this context holds starts again with these rows."""
+        ns = self.namespace(event)
+        recent = transcript.recent_prompts(event.transcript_path)
+        text = " ".join(x for x in (event.prompt or "", *recent) if x)
+        tokens: list[str] = []
+        if self.settings.query_context and event.session_id:
+            tokens = opsring.tail_tokens(self.data_dir, event.session_id)
+        query, ops_used = opsring.compose_query(text[-opsring.QUERY_CAP :], tokens)
+        if event.session_id:
+            sidecars.reset_seen(self.data_dir, event.session_id)
+        if not query.strip():
+            req = RecallRequest.prefetch(kind="recent", namespace=ns, limit=RECENT_LIMIT)
+        else:
+            req = self._prefetch(query, ns, PROMPT_LIMIT)
+        d = self.decide(self.store.read(req), session=False)
+        if ops_used:
+            d.fields["ops"] = ops_used
+        if d.reason != "injected":
+            return Outcome(None, d.reason, d.fields)
+        self._remember(event, d)
+        return Outcome("Long-term memories for the work in progress:\n" + d.block, d.reason,
+                       d.fields)  # fmt: skip
 
 
 def queue_correction(settings: Settings, ns: str, session_id: str | None, prompt: str) -> bool:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Events that never need the store: nothing to do but log.
-NO_WORK = frozenset({"PreCompact", "SessionEnd", "PermissionRequest"})
+NO_WORK = frozenset({"SessionEnd", "PermissionRequest"})
 # Turn ends: the reflection reads the ops ring and the transcript, never the store.
 STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
 # Host notices that arrive as a prompt (Claude Code reports a finished background subagent as
