@@ -123,6 +123,29 @@ def checkout_namespace(cwd: str | Path | None) -> tuple[str, Path] | None:
     return derive(cwd), root
 
 
+def migration_map(raw: str | None) -> list[tuple[str, str]]:
+    """(legacy key, the namespace its checkout derives to) for every entry of
+    ZMEM_NS_MIGRATION_MAP whose checkout exists; a malformed map yields nothing."""
+    try:
+        mapping = json.loads(raw) if raw else {}
+    except ValueError:
+        return []
+    if not isinstance(mapping, dict):
+        return []
+    out = []
+    for old, path in mapping.items():
+        if not isinstance(old, str) or not isinstance(path, str) or not old.strip():
+            continue
+        try:
+            if Path(path).expanduser().exists():
+                derived = derive(path)
+                if derived and derived != old:
+                    out.append((old, derived))
+        except OSError:
+            continue
+    return out
+
+
 def migration_pairs(raw: str | None, namespace: str) -> list[str]:
     """Legacy keys ZMEM_NS_MIGRATION_MAP says belong to this namespace: entries whose checkout
     path derives to it. A malformed map yields nothing (a hook must not fail over it)."""

@@ -101,15 +101,8 @@ class Hooks:
     # ---- shared ------------------------------------------------------------------------------
 
     def namespace(self, event: HookEvent) -> str:
-        ns = namespace.derive(event.cwd or os.environ.get("CLAUDE_PROJECT_DIR"))
-        legacy = namespace.migration_pairs(self.settings.ns_migration_map, ns)
-        if legacy:
-            # Checked first: recording an alias is a write, and this runs on every prompt.
-            known = set(self.store.namespace_set(ns))
-            for old in legacy:
-                if old not in known:
-                    self.store.alias_namespace(old, ns)
-        return ns
+        # ZMEM_NS_MIGRATION_MAP's aliases are recorded when the store opens (MemoryStore).
+        return namespace.derive(event.cwd or os.environ.get("CLAUDE_PROJECT_DIR"))
 
     def _prefetch(self, query: str, ns: str, limit: int) -> RecallRequest:
         return RecallRequest.prefetch(query, namespace=ns, limit=limit, hybrid=self.hybrid)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from zmem.hosts import emit, events, opsring, reflect
+from zmem.hosts import emit, events, nudges, opsring, reflect
 from zmem.resident import wire
 
 # typing costs the hook client ~2.5 ms to import; the names are for annotations only.
@@ -66,6 +66,13 @@ def respond(
     query_context = wire.flag("ZMEM_QUERY_CONTEXT")
     if event_name in ("PostToolUse", "PostToolUseFailure"):
         o = opsring.record_event(query_context, ddir, ev)  # the ring, never the store
+        nudge = nudges.convention(ddir, ev)
+        if nudge:
+            return (
+                emit.render(host, event_name, nudge),
+                "nudged",
+                {**o.fields, "nudge": "convention"},
+            )
         return "", o.reason, o.fields
     if event_name in STOP_EVENTS:
         o = reflect.reflect(ddir, ev, wire.flag("ZMEM_REFLECT"))

@@ -112,6 +112,7 @@ class MemoryStore(BulkJobs, Episodes, Handoff, Learning, Overview, Team):
             store = cls(conn, settings, version)
             store.warnings += notices
             store._run_pending_backfills()
+            store._apply_migration_map()
             store.vectors.prepare(check_vectors)
         except apsw.Error as exc:
             conn.close()
@@ -142,6 +143,18 @@ class MemoryStore(BulkJobs, Episodes, Handoff, Learning, Overview, Team):
                 if not graph.entities_of(self._conn, m.id):
                     writer.link_entities(self._conn, m.id, m.content, m.tags, at)
             graph.delete_meta(self._conn, "backfill:entities")
+
+    def _apply_migration_map(self) -> None:
+        """ZMEM_NS_MIGRATION_MAP, wherever a store is opened (the CLI, MCP, Hermes, the
+        inspector, the hooks): each legacy key reads as the namespace its checkout derives to,
+        recorded once (a read of the aliases first: this runs on every open)."""
+        if not self.settings.ns_migration_map:
+            return
+        from zmem.capture import project_namespace
+
+        for old, namespace in project_namespace.migration_map(self.settings.ns_migration_map):
+            if old not in self.namespace_set(namespace):
+                self.alias_namespace(old, namespace)
 
     # ---- writes ----------------------------------------------------------------------------
 
