@@ -451,7 +451,7 @@ def test_tool_writes_default_to_untrusted_tool(provider):
 @pytest.mark.parametrize(
     ("name", "args", "code"),
     [
-        ("zmem_add", {"content": "x", "type": "lesson"}, "invalid_arguments"),
+        ("zmem_add", {"content": "x", "namespace": NS}, "invalid_arguments"),  # no type
         (
             "zmem_add",
             {"content": "x", "namespace": NS, "type": "lesson", "bogus": 1},

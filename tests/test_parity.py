@@ -75,3 +75,88 @@ def test_editing_a_conventions_file_nudges_once_a_session_and_sweep_prunes_the_m
     os.utime(marker, (old, old))
     assert run_cli("sweep").exit_code == 0
     assert not marker.exists()
+
+
+# ---- the MCP server serves the checkout it runs in -------------------------------------------
+
+
+def _mcp_session(env: dict, cwd: Path, calls: list[tuple[str, dict]], roots: list[Path] = ()):
+    import asyncio
+    import sys
+
+    from mcp import Client, StdioServerParameters
+    from mcp import types as mcp_types
+
+    zmem = Path(sys.executable).with_name("zmem")
+    params = StdioServerParameters(command=str(zmem), args=["mcp"], env=env, cwd=str(cwd))
+
+    async def list_roots(context):
+        return mcp_types.ListRootsResult(
+            roots=[mcp_types.Root(uri=f"file://{p}", name=p.name) for p in roots]
+        )
+
+    async def session():
+        # Roots are the older handshake's (as Claude Code's stdio client speaks it).
+        kw = {"list_roots_callback": list_roots, "mode": "legacy"} if roots else {}
+        async with Client(params, **kw) as c:
+            out = []
+            for name, args in calls:
+                result = await c.call_tool(name, args)
+                out.append((result.is_error, json.loads(result.content[0].text)))
+            return out
+
+    return asyncio.run(session())
+
+
+def _mcp_env(tmp_path: Path, **extra: str) -> dict:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZMEM_", "CLAUDE_"))}
+    env.update(ZMEM_STORE=str(tmp_path / "store.sqlite"), ZMEM_DATA=str(tmp_path / "data"),
+               ZMEM_EMBED_PROFILE="fake", **extra)  # fmt: skip
+    return env
+
+
+def _seed_global(tmp_path: Path) -> str:
+    with MemoryStore.open(tmp_path / "store.sqlite") as s:
+        return s.add("Prefer rg over grep -r everywhere.", namespace="user:global",
+                     type="preference", signal="user").id  # fmt: skip
+
+
+ADD = ("add", {"content": "Widget's migrations run with make migrate.", "type": "convention",
+               "signal": "user"})  # fmt: skip
+
+
+def test_a_stdio_server_started_in_a_checkout_serves_its_namespace(tmp_path, checkout):
+    glob = _seed_global(tmp_path)
+    (added, start) = _mcp_session(_mcp_env(tmp_path), checkout, [ADD, ("session_start", {})])
+    assert not added[0] and added[1]["result"] == "stored"
+    with MemoryStore.open(tmp_path / "store.sqlite") as s:
+        assert s.get(added[1]["id"]).namespace == CANONICAL
+    assert not start[0] and start[1]["namespace"] == CANONICAL
+    assert set(start[1]["ids"]) == {added[1]["id"], glob}  # the project's and user:global
+
+
+def test_the_clients_workspace_root_wins_over_the_folder_the_server_started_in(tmp_path, checkout):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (added,) = _mcp_session(_mcp_env(tmp_path), elsewhere, [ADD], roots=[checkout / "src"])
+    with MemoryStore.open(tmp_path / "store.sqlite") as s:
+        assert s.get(added[1]["id"]).namespace == CANONICAL
+
+
+def test_outside_a_checkout_add_needs_a_namespace_and_a_scoped_token_still_bounds_it(
+    tmp_path, checkout
+):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    glob = _seed_global(tmp_path)
+    (added, start) = _mcp_session(_mcp_env(tmp_path), elsewhere, [ADD, ("session_start", {})])
+    assert added[0] and added[1]["error"] == "invalid_arguments"
+    assert "serves no checkout" in added[1]["message"]
+    assert start[1]["namespace"] == "user:global" and start[1]["ids"] == [glob]
+    token = tmp_path / "token.json"
+    token.write_text(json.dumps({"token": "t" * 32, "namespaces": ["user:global"]}))
+    env = _mcp_env(tmp_path, ZMEM_MCP_TOKEN_FILE=str(token))
+    (scoped,) = _mcp_session(env, checkout, [ADD])
+    assert scoped[0] and scoped[1]["error"] == "namespace_not_allowed"

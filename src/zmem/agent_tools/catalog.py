@@ -204,7 +204,12 @@ TOOLS: tuple[ToolSpec, ...] = (
         "near-identical memories are refreshed, not duplicated.",
         {
             "content": _s("The knowledge, self-contained.", MAX_CONTENT_CHARS),
-            "namespace": NAMESPACE,
+            "namespace": {
+                **NAMESPACE,
+                "description": NAMESPACE["description"] + " Default: the checkout this server "
+                "serves (over stdio: the client's workspace root, else the folder it started "
+                "in), the session's namespace on Hermes; required where there is none.",
+            },
             "type": TYPE,
             "tags": TAGS,
             "signal": {**SIGNAL, "default": "none"},
@@ -215,7 +220,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             ),
             "capture_mode": CAPTURE_MODE,
         },
-        ("content", "namespace", "type"),
+        ("content", "type"),
     ),
     ToolSpec(
         "update",
@@ -290,7 +295,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         {
             "namespace": {
                 **NAMESPACE,
-                "description": "Default: user:global on MCP, the session's namespace on Hermes.",
+                "description": "Default: the checkout this server serves, else user:global on "
+                "MCP; the session's namespace on Hermes.",
             },
             "limit": _int("Most rows.", 3, 1, MAX_TOOL_LIMIT),
         },
@@ -303,7 +309,8 @@ TOOLS: tuple[ToolSpec, ...] = (
             "note": _s("What the next session should know.", MAX_CONTENT_CHARS),
             "namespace": {
                 **NAMESPACE,
-                "description": "Default: user:global on MCP, the session's namespace on Hermes.",
+                "description": "Default: the checkout this server serves, else user:global on "
+                "MCP; the session's namespace on Hermes.",
             },
         },
     ),

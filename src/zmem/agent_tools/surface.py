@@ -38,12 +38,22 @@ DEFAULT_TAINT = "untrusted_tool"
 
 
 class ToolSurface:
-    """The tools over one open store. `default_namespace` is where session_start/session_end
-    go when the caller names none: user:global on MCP, the session's namespace on Hermes."""
+    """The tools over one open store. `workspace` is the namespace a namespace-less add,
+    session_start or session_end means (the checkout an MCP server serves, a Hermes session's
+    namespace; a call may name it per request); without one, add needs a namespace and the
+    session tools fall back to `default_namespace` (user:global)."""
 
-    def __init__(self, store: MemoryStore, *, default_namespace: str = GLOBAL_NAMESPACE):
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        default_namespace: str = GLOBAL_NAMESPACE,
+        workspace: str | None = None,
+    ):
         self.store = store
         self.default_namespace = default_namespace
+        self.workspace = workspace
+        self._call_workspace: str | None = None
         self._hooks = Hooks(store.settings, store)
 
     def reopen_if_replaced(self) -> bool:
@@ -55,11 +65,15 @@ class ToolSurface:
         self._hooks = Hooks(self.store.settings, self.store)
         return True
 
-    def call(self, name: str, args: Any, scope: Scope = UNSCOPED) -> dict[str, Any]:
+    def call(
+        self, name: str, args: Any, scope: Scope = UNSCOPED, workspace: str | None = None
+    ) -> dict[str, Any]:
+        """One tool call; `workspace` is this request's own (an MCP client's workspace root)."""
         spec = BY_NAME.get(name)
         if spec is None:
             raise ToolError("unknown_tool", f"no tool named {name!r}")
         checked = check_arguments(spec, args)
+        self._call_workspace = workspace or self.workspace
         handler: Callable[[dict[str, Any], Scope], dict[str, Any]] = getattr(self, "_" + name)
         try:
             return handler(checked, scope)
@@ -227,10 +241,16 @@ class ToolSurface:
     # ---- writes ------------------------------------------------------------------------------
 
     def _add(self, a: dict[str, Any], scope: Scope) -> dict[str, Any]:
-        self._allowed(a["namespace"], scope)
+        namespace = a.get("namespace") or self._call_workspace
+        if namespace is None:
+            raise ToolError(
+                "invalid_arguments",
+                "name a namespace (project:<repo> or user:global): this server serves no checkout",
+            )
+        self._allowed(namespace, scope)
         result = self.store.add(
             a["content"],
-            namespace=a["namespace"],
+            namespace=namespace,
             type=a["type"],
             tags=a.get("tags"),
             signal=a.get("signal") or "none",
@@ -275,7 +295,9 @@ class ToolSurface:
     # ---- session pairing ---------------------------------------------------------------------
 
     def _session_start(self, a: dict[str, Any], scope: Scope) -> dict[str, Any]:
-        ns = self._allowed(a.get("namespace") or self.default_namespace, scope)
+        ns = self._allowed(
+            a.get("namespace") or self._call_workspace or self.default_namespace, scope
+        )
         assert ns is not None
         req = RecallRequest.prefetch(
             kind="recent",
@@ -296,7 +318,9 @@ class ToolSurface:
         }
 
     def _session_end(self, a: dict[str, Any], scope: Scope) -> dict[str, Any]:
-        ns = self._allowed(a.get("namespace") or self.default_namespace, scope)
+        ns = self._allowed(
+            a.get("namespace") or self._call_workspace or self.default_namespace, scope
+        )
         note = a.get("note")
         if note is None or not note.strip():
             # Spec: a no-write acknowledgement, so clients pair start and end freely; it never

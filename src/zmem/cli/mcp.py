@@ -29,8 +29,14 @@ from zmem.store import MemoryStore
     show_default=True,
     help="With --http: the port (0 picks a free one and prints it).",
 )
+@click.option(
+    "--namespace", metavar="NS",
+    help="What a call that names no namespace (add, session_start, session_end) means. "
+    "Default over stdio: the checkout of the client's workspace root, else of the folder the "
+    "server starts in; over HTTP: none (those calls must name one).",
+)  # fmt: skip
 @click.pass_obj
-def mcp(obj, stdio, http, host, port):
+def mcp(obj, stdio, http, host, port, namespace):
     """Serve the memory tools over the Model Context Protocol.
 
     Tools: recall, search, recent, get, add, update, invalidate, supersede, links, contradict,
@@ -55,6 +61,10 @@ def mcp(obj, stdio, http, host, port):
         from zmem import installation
 
         raise UsageError(installation.missing_piece("the MCP server", exc.name or "?")) from None
+    if namespace is not None:
+        from zmem.capture.namespaces import validate_namespace
+
+        namespace = validate_namespace(namespace)
     tokens = access.load_tokens(os.environ)  # a malformed token file stops here (exit 2)
     serve.configure_logging(config.debug_enabled())
     settings = obj.settings()
@@ -65,6 +75,6 @@ def mcp(obj, stdio, http, host, port):
             output.notice(line)
         store.warm_up()
         if http:
-            serve.run_http(store, tokens, host, port, output.notice)
+            serve.run_http(store, tokens, host, port, output.notice, namespace)
         else:
-            serve.run_stdio(store, tokens)
+            serve.run_stdio(store, tokens, namespace)

@@ -203,7 +203,7 @@ class ZMemProvider(_host_base()):  # type: ignore[misc]
                     store.close()
                     raise
                 self._store, self._hooks, self._namespace = store, hooks, ns
-                self._surface = ToolSurface(store, default_namespace=ns)
+                self._surface = ToolSurface(store, default_namespace=ns, workspace=ns)
             return self._store, self._surface, self._hooks
 
     # ---- what Hermes injects -----------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +16,7 @@ import anyio
 from zmem.access import UNSCOPED, TokenConfig, bind, is_loopback, serve_asgi, url_host
 from zmem.agent_tools.surface import ToolSurface
 from zmem.errors import UsageError
-from zmem.mcp_server.server import SCOPE_KEY, build
+from zmem.mcp_server.server import SCOPE_KEY, Workspace, build
 from zmem.store import MemoryStore
 
 log = logging.getLogger("zmem.mcp")
@@ -25,10 +26,17 @@ UNAUTHORIZED = json.dumps(
 ).encode()
 
 
-def run_stdio(store: MemoryStore, tokens: TokenConfig) -> None:
+def run_stdio(store: MemoryStore, tokens: TokenConfig, namespace: str | None = None) -> None:
+    """Serve over stdio. A call that names no namespace means `namespace` when given, else the
+    client's workspace root's checkout, else the checkout of the folder this server started in
+    (Claude Code passes CLAUDE_PROJECT_DIR)."""
     from mcp.server.stdio import stdio_server
 
-    server = build(ToolSurface(store), local_scope=tokens.local_scope, http=False)
+    start = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    workspace = Workspace(namespace, start, ask_roots=namespace is None)
+    server = build(
+        ToolSurface(store), local_scope=tokens.local_scope, http=False, workspace=workspace
+    )
 
     async def serve() -> None:
         async with stdio_server() as (read, write):
@@ -79,10 +87,15 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def http_app(store: MemoryStore, tokens: TokenConfig, host: str) -> Any:
+def http_app(
+    store: MemoryStore, tokens: TokenConfig, host: str, namespace: str | None = None
+) -> Any:
     from mcp.server.transport_security import TransportSecuritySettings
 
-    server = build(ToolSurface(store), local_scope=UNSCOPED, http=True)
+    # Over HTTP, clients of many checkouts may share the server: a namespace-less add or
+    # session call means the one the server was started with, or must name one.
+    workspace = Workspace(namespace, None, ask_roots=False)
+    server = build(ToolSurface(store), local_scope=UNSCOPED, http=True, workspace=workspace)
     if is_loopback(host):
         # DNS-rebinding guard: a web page in the user's browser must not reach the server.
         security = TransportSecuritySettings(
@@ -116,6 +129,7 @@ def run_http(
     host: str,
     port: int,
     announce: Callable[[str], None],
+    namespace: str | None = None,
 ) -> None:
     check_http(host, tokens)
     sock = bind(host, port)
@@ -124,7 +138,7 @@ def run_http(
     sock.listen(2048)
     bound = sock.getsockname()[1]
     announce(f"MCP server listening on http://{url_host(host)}:{bound}{PATH}")
-    serve_asgi(http_app(store, tokens, host), sock)
+    serve_asgi(http_app(store, tokens, host, namespace), sock)
 
 
 def configure_logging(debug: bool) -> None:

@@ -35,10 +35,67 @@ INSTRUCTIONS = (
 )
 # The scope the HTTP middleware attached to the request (access.Token.scope).
 SCOPE_KEY = "zmem_scope"
+# The tools whose missing namespace means the workspace's (the others keep their own meaning:
+# a namespace-less read spans every namespace).
+WORKSPACE_TOOLS = frozenset({"add", "session_start", "session_end"})
 
 
 def _text(doc: dict[str, Any]) -> list[types.TextContent]:
     return [types.TextContent(type="text", text=json.dumps(doc, ensure_ascii=False))]
+
+
+class Workspace:
+    """The namespace a namespace-less add or session call means, derived as the CLI derives it
+    (the checkout a directory lies in). Over stdio: the client's first workspace root that is
+    a checkout, asked once a session when the client declares roots, else the folder the server
+    started in (Claude Code starts it in the project); over HTTP: the one the server was
+    started with (`--namespace`), else none, and those calls must name one."""
+
+    def __init__(self, fixed: str | None, start_dir: str | None, ask_roots: bool):
+        self.fixed, self.start_dir, self.ask_roots = fixed, start_dir, ask_roots
+        self._sessions: dict[int, str | None] = {}
+
+    async def namespace(self, ctx: Any) -> str | None:
+        if self.fixed or not self.ask_roots:
+            return self.fixed
+        session = getattr(ctx, "session", None)
+        key = id(session)
+        if key not in self._sessions:
+            found = await self._from_roots(session)
+            if found is None and self.start_dir:
+                found = _checkout_namespace(self.start_dir)
+            self._sessions[key] = found
+        return self._sessions[key]
+
+    async def _from_roots(self, session: Any) -> str | None:
+        caps = getattr(session, "client_capabilities", None)
+        if session is None or caps is None or getattr(caps, "roots", None) is None:
+            return None
+        import warnings
+        from urllib.parse import unquote, urlparse
+
+        try:
+            # Roots are the older handshake's (Claude Code's stdio client speaks it); protocol
+            # 2026-07-28 deprecates them and gives this request no way back: the start folder.
+            with warnings.catch_warnings(), anyio.fail_after(5):
+                warnings.simplefilter("ignore")
+                result = await session.list_roots()
+        except Exception:  # a client that cannot answer: the folder the server started in
+            return None
+        for root in result.roots:
+            uri = urlparse(str(root.uri))
+            if uri.scheme == "file":
+                found = _checkout_namespace(unquote(uri.path))
+                if found:
+                    return found
+        return None
+
+
+def _checkout_namespace(path: str) -> str | None:
+    from zmem.capture.project_namespace import checkout_namespace
+
+    found = checkout_namespace(path)
+    return found[0] if found else None
 
 
 class Worker:
@@ -49,19 +106,27 @@ class Worker:
         self.surface = surface
         self.limiter = anyio.CapacityLimiter(1)
 
-    async def call(self, name: str, args: Any, scope: Scope) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(self._call, name, args, scope, limiter=self.limiter)
+    async def call(
+        self, name: str, args: Any, scope: Scope, workspace: str | None = None
+    ) -> dict[str, Any]:
+        return await anyio.to_thread.run_sync(
+            self._call, name, args, scope, workspace, limiter=self.limiter
+        )
 
-    def _call(self, name: str, args: Any, scope: Scope) -> dict[str, Any]:
+    def _call(self, name: str, args: Any, scope: Scope, workspace: str | None) -> dict[str, Any]:
         self.surface.reopen_if_replaced()  # one stat: a restored store is read, not the old one
-        return self.surface.call(name, args, scope)
+        return self.surface.call(name, args, scope, workspace)
 
 
-def build(surface: ToolSurface, *, local_scope: Scope, http: bool) -> Server:
+def build(
+    surface: ToolSurface, *, local_scope: Scope, http: bool, workspace: Workspace | None = None
+) -> Server:
     """The server. Over stdio every call runs under `local_scope` (the launcher's token file,
     if any); over HTTP under the scope the bearer middleware attached, and a request without
-    one is refused (fail closed)."""
+    one is refused (fail closed). `workspace` says which namespace a call that names none
+    means (a scoped token still bounds it)."""
     worker = Worker(surface)
+    workspace = workspace or Workspace(None, None, ask_roots=False)
     listed = [
         types.Tool(name=t.name, description=t.description, input_schema=t.input_schema())
         for t in TOOLS
@@ -83,7 +148,8 @@ def build(surface: ToolSurface, *, local_scope: Scope, http: bool) -> Server:
             scope = scope_of(ctx)
             if scope is None:
                 raise ToolError("namespace_not_allowed", "this request carries no token scope")
-            doc = await worker.call(name, params.arguments, scope)
+            ns = await workspace.namespace(ctx) if name in WORKSPACE_TOOLS else None
+            doc = await worker.call(name, params.arguments, scope, ns)
             return types.CallToolResult(content=_text(doc), structured_content=doc)
         except ToolError as exc:
             if exc.code == "internal_error":
