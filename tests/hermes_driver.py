@@ -40,6 +40,7 @@ def manager(prompt: str, correction: str) -> dict[str, Any]:
         if p["name"].startswith("zmem")
     }
     out["post_tool_call_hooked"] = has_hook("post_tool_call")
+    out["pre_llm_call_hooked"] = has_hook("pre_llm_call")
 
     mm = MemoryManager()
     mm.add_provider(provider)

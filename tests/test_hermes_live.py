@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,11 @@ LESSON = "Run pytest -x before git push: CI takes 20 minutes (zmem-live-7731)."
 STASH = "When the stash list shows entries, pop them before rebasing (zmem-live-5512)."
 PROMPT = "How should I run pytest before git push?"
 CORRECTION = "No, use uv instead of pip. What should I do next?"
+# Two more prompts that recall both lessons on their own words.
+LATER = [
+    "The stash list shows entries; should I pop them before rebasing?",
+    "Remind me: run pytest before git push, and pop stash entries before rebasing?",
+]
 RUN_TIMEOUT = 120
 
 pytestmark = pytest.mark.skipif(
@@ -132,9 +138,9 @@ def test_hermes_discovers_loads_and_drives_the_provider(hermes, tmp_path):
     # Hermes's Python has no zmem: it came from this checkout, through the bridge.
     assert out["zmem_from"] == str(ROOT / "src" / "zmem" / "__init__.py")
     # `hermes plugins enable` turned the hook plugin on; the provider is left to its loader.
-    assert out["general"]["zmem_hooks"] == {"kind": "standalone", "enabled": True, "hooks": 1}
+    assert out["general"]["zmem_hooks"] == {"kind": "standalone", "enabled": True, "hooks": 2}
     assert out["general"].get("zmem", {}).get("enabled") is not True
-    assert out["post_tool_call_hooked"]
+    assert out["post_tool_call_hooked"] and out["pre_llm_call_hooked"]
     assert "ZMem long-term memory" in out["system"] and NS in out["system"]
     assert out["tools"] == [t.schema(prefix="zmem_")["name"] for t in TOOLS]
     assert LESSON in out["prefetch"] and out["prefetch"].startswith("<zmem-memories>")
@@ -152,6 +158,15 @@ def test_hermes_discovers_loads_and_drives_the_provider(hermes, tmp_path):
     retrieved, surfaced = counts(hermes)
     assert retrieved == 1 and surfaced >= 2
     assert any("host=hermes event=prefetch reason=injected" in line for line in bg_log(hermes))
+
+
+def _wait_for(probe: Any, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
 
 
 def _script(text: str) -> list[tuple[str, dict[str, Any]]]:
@@ -184,11 +199,11 @@ def test_an_offline_agent_turn_gets_the_memory_and_calls_zmem_recall(hermes, tmp
     monkeypatch.delenv("ZMEM_DATA")
     monkeypatch.chdir(hermes["repo"])
     with StandIn(_script) as standin:
-        turns = json.dumps([PROMPT, CORRECTION])
+        turns = json.dumps([PROMPT, CORRECTION, *LATER])
         out = run_driver(hermes, tmp_path, "agent", standin.base_url, turns)
         bodies = standin.completions()
     assert out["memory_manager"] and out["mcp"] == []
-    assert [f.startswith("FINAL:") for f in out["finals"]] == [True, True]
+    assert [f.startswith("FINAL:") for f in out["finals"]] == [True] * 4
     first = bodies[0]
     offered = {t["function"]["name"] for t in first["tools"]}
     assert {"zmem_recall", "zmem_add", "terminal"} <= offered
@@ -207,16 +222,33 @@ def test_an_offline_agent_turn_gets_the_memory_and_calls_zmem_recall(hermes, tmp
     # post_tool_call (the zmem_hooks plugin) put the terminal call in the ops ring...
     ring = opsring.recent_lines(hermes["data"], SESSION)
     assert [line.split("\t")[1:3] for line in ring] == [["Bash", "git stash list"]]
-    # ...and the next turn's prefetch recalled on it: the stash lesson shares no word with
-    # the prompt.
+    # ...and before the next turn's model call, pre_llm_call (the zmem_hooks plugin) delivered
+    # the hazard that command touched (the stash lesson shares no word with the prompt); the
+    # turn's prefetch added no fence: all it recalled was in the context already.
     second = next(b for b in bodies if _last_user(b).startswith(CORRECTION))
-    assert STASH in _last_user(second)
+    asked = _last_user(second)
+    assert "ZMem recalled for the commands" in asked and STASH in asked
+    assert "<memory-context>" not in asked
     assert not _recalls_stash_without_the_ring(hermes)
-    assert any("event=prefetch reason=injected" in x and "ops=" in x for x in bg_log(hermes))
+    assert any("event=pre_llm_call reason=injected" in x and "ops=" in x for x in bg_log(hermes))
+    # The turn's prefetch then held back what the context already had (the lesson from the
+    # first turn, the stash lesson just delivered), and no later turn brings either back,
+    # though both prompts recall them: each was injected into the last request's context
+    # exactly once (the lesson is also in the first turn's zmem_recall result, which the
+    # model asked for).
+    assert sum("event=prefetch reason=seen" in x for x in bg_log(hermes)) == 3  # turns 2-4
+    last = json.dumps([m for m in bodies[-1]["messages"] if m["role"] == "user"])
+    assert last.count("zmem-live-5512") == 1 and last.count("zmem-live-7731") == 1
     # sync_turn queued the correction from the clean text; api_content kept the fence.
     queued = sidecars.queue_items(hermes["data"], NS)
     assert [q["message"] for q in queued] == [CORRECTION]
     assert all("<memory-context>" not in (row["content"] or "") for row in out["user_rows"])
     assert any("<memory-context>" in (row["api_content"] or "") for row in out["user_rows"])
     assert counts(hermes)[0] == 1  # the one explicit recall
+    # The session's start launched the upkeep a coding host's SessionStart launches, detached,
+    # in Hermes's interpreter, which reaches ZMem's dependencies through the bridge's install.
+    upkept = _wait_for(lambda: [x for x in bg_log(hermes) if "host=upkeep" in x])
+    assert upkept and "event=hermes-initialize reason=backup+organize+sweep" in upkept[0]
+    assert len(list((hermes["data"] / "backups").glob("store-*.sqlite"))) == 1
+    assert (hermes["data"] / "sweep.last").is_file() and "error=" not in upkept[0]
     assert sys.executable != str(HERMES_PY)  # the agent ran in Hermes's own interpreter

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from conftest import table_counts
 from zmem import MemoryStore
 from zmem.agent_tools.catalog import TOOLS
 from zmem.agent_tools.surface import ToolSurface
-from zmem.hermes_provider import ZMemProvider, on_post_tool_call
+from zmem.hermes_provider import ZMemProvider, on_post_tool_call, on_pre_llm_call
 from zmem.hosts import events, opsring, sidecars
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -395,6 +396,186 @@ def test_session_switch_rekeys_the_ring(provider, isolated_env):
     provider.on_session_switch("s3", parent_session_id="s2", reset=True)
     assert not opsring.ring_path(data, "s3").exists()  # /new starts clean
     provider.on_session_end([])
+
+
+# ---- pre_llm_call: the hazards the session's tool calls touched (issue 33) -------------------
+
+
+def _stash_popped(session_id: str = SID) -> None:
+    on_post_tool_call(tool_name="terminal", args={"command": "git stash pop"},
+                      result='{"exit_code": 0}', session_id=session_id, status="ok")  # fmt: skip
+
+
+def test_pre_llm_call_delivers_the_hazards_the_last_tools_touched_once(
+    provider, store_path, isolated_env
+):
+    ids = seed(store_path)
+    assert on_pre_llm_call(session_id=SID, user_message="What next?") is None  # no tool yet
+    _stash_popped()
+    out = on_pre_llm_call(session_id=SID, user_message="What next?", is_first_turn=False)
+    assert set(out) == {"context"} and out["context"].startswith("ZMem recalled for the commands")
+    assert STASH in out["context"] and "<zmem-memories>" in out["context"]
+    assert counts(store_path, ids["stash"]) == (0, 1)  # a surface, not a retrieval
+    line = bg_log(isolated_env)[-1]
+    assert "host=hermes event=pre_llm_call reason=injected" in line and "ops=1" in line
+    # At most once per ring cursor: the same events deliver nothing again.
+    assert on_pre_llm_call(session_id=SID, user_message="And now?") is None
+    # The turn's prefetch does not inject the row a second time into the same context.
+    assert STASH not in provider.prefetch("After git stash pop, what about conflict markers?")
+    assert "event=prefetch reason=seen seen=" in bg_log(isolated_env)[-1]
+
+
+def test_same_second_events_still_deliver(provider, store_path, isolated_env):
+    seed(store_path)
+    with MemoryStore.open(store_path) as s:
+        s.add("alembic upgrade head needs the staging snapshot restored first.", namespace=NS,
+              type="constraint", signal="user")  # fmt: skip
+    data = isolated_env / "data"
+    now = int(time.time())
+    ring = opsring.ring_path(data, SID)
+    ring.parent.mkdir(parents=True, exist_ok=True)
+    ring.write_text(f"{now}\tBash\tgit stash pop\n")
+    assert STASH in on_pre_llm_call(session_id=SID)["context"]
+    assert opsring.cursor_path(data, SID).read_text().split() == [str(now), "1"]
+    with ring.open("a") as fh:  # a later event stamped with the very same second
+        fh.write(f"{now}\tBash\talembic upgrade\n")
+    second = on_pre_llm_call(session_id=SID)["context"]
+    assert "staging snapshot" in second and STASH not in second
+    assert opsring.cursor_path(data, SID).read_text().split() == [str(now), "2"]
+    assert on_pre_llm_call(session_id=SID) is None
+
+
+def test_pre_llm_call_delivers_hazard_types_only_in_the_sessions_namespace(
+    provider, store_path, isolated_env
+):
+    with MemoryStore.open(store_path) as s:
+        s.add("git stash pop restored the widget config last week.", namespace=NS, type="fact",
+              signal="test")  # fmt: skip
+        s.add("After git stash pop, rerun the migrations.", namespace="project:other",
+              type="lesson", signal="test")  # fmt: skip
+    _stash_popped()
+    assert on_pre_llm_call(session_id=SID) is None  # a fact is no hazard; another project's
+    assert "event=pre_llm_call reason=" in bg_log(isolated_env)[-1]
+    with MemoryStore.open(store_path) as s:
+        s.add("Never git stash pop on the release branch.", namespace="user:global",
+              type="constraint", signal="user")  # fmt: skip
+    _stash_popped()
+    assert "release branch" in on_pre_llm_call(session_id=SID)["context"]  # global tier too
+
+
+def test_pre_llm_call_is_silent_where_it_must_be(repo, tmp_path, store_path, isolated_env,
+                                                 monkeypatch):  # fmt: skip
+    seed(store_path)
+    data = isolated_env / "data"
+    # A session no provider serves here, and junk arguments.
+    _stash_popped("someone-else")
+    assert on_pre_llm_call(session_id="someone-else") is None
+    assert on_pre_llm_call() is None and on_pre_llm_call(session_id=42, junk=object()) is None
+    # A subagent's provider reads but writes no cursor, so it delivers nothing.
+    sub = ZMemProvider()
+    sub.initialize("sub-1", agent_context="subagent")
+    ring = opsring.ring_path(data, "sub-1")
+    ring.parent.mkdir(parents=True, exist_ok=True)
+    ring.write_text(f"{int(time.time())}\tBash\tgit stash pop\n")
+    assert on_pre_llm_call(session_id="sub-1") is None
+    assert not opsring.cursor_path(data, "sub-1").exists()
+    sub.shutdown()
+    # ZMEM_QUERY_CONTEXT=0 silences every query-context lane, this one included.
+    monkeypatch.setenv("ZMEM_QUERY_CONTEXT", "0")
+    off = ZMemProvider()
+    off.initialize("off-1", agent_context="primary")
+    ring = opsring.ring_path(data, "off-1")
+    ring.write_text(f"{int(time.time())}\tBash\tgit stash pop\n")
+    assert on_pre_llm_call(session_id="off-1") is None
+    assert not opsring.cursor_path(data, "off-1").exists()
+    off.shutdown()
+    # After shutdown the session is no longer served.
+    assert on_pre_llm_call(session_id="off-1") is None
+
+
+def test_a_store_failure_after_the_cursor_skips_that_delivery(
+    provider, store_path, isolated_env, monkeypatch
+):
+    seed(store_path)
+    _stash_popped()
+    from zmem.hosts.verbs import Hooks
+
+    def broken(self, *a, **k):
+        raise OSError("disk on fire")
+
+    with monkeypatch.context() as m:
+        m.setattr(Hooks, "hazards", broken)
+        assert on_pre_llm_call(session_id=SID) is None
+    assert "event=pre_llm_call reason=error error=OSError" in bg_log(isolated_env)[-1]
+    assert on_pre_llm_call(session_id=SID) is None  # at most once: that cursor is spent
+    _stash_popped()
+    assert STASH in on_pre_llm_call(session_id=SID)["context"]  # the next event delivers
+
+
+def test_pre_compress_starts_the_record_of_what_the_context_holds(provider, store_path):
+    seed(store_path)
+    prompt = "How should I run pytest before git push?"
+    assert LESSON in provider.prefetch(prompt)
+    assert LESSON not in provider.prefetch(prompt)  # the context holds it already
+    provider.on_pre_compress([{"role": "user", "content": prompt}])
+    assert LESSON in provider.prefetch(prompt)  # the compressed context does not
+
+
+# ---- the upkeep from the session's lifecycle (issue 33) -------------------------------------
+
+
+def _upkeep_lines(data: Path, timeout: float = 60.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = [x for x in bg_log(data.parent) if "host=upkeep" in x]
+        if lines:
+            return lines
+        time.sleep(0.1)
+    return []
+
+
+def test_a_hermes_session_runs_the_upkeep_detached(repo, store_path, isolated_env, monkeypatch):
+    monkeypatch.setenv("ZMEM_SESSION_UPKEEP", "1")
+    seed(store_path)
+    data = isolated_env / "data"
+    p = ZMemProvider()
+    t0 = time.monotonic()
+    p.initialize(SID, agent_context="primary")
+    assert time.monotonic() - t0 < 5  # detached: initialize does not wait for it
+    lines = _upkeep_lines(data)
+    assert lines and "event=hermes-initialize reason=backup+organize+sweep" in lines[0]
+    assert len(list((store_path.parent / "backups").glob("store-*.sqlite"))) == 1
+    # Nothing due: the session's end launches nothing...
+    p.on_session_end([])
+    time.sleep(0.5)
+    assert len(_upkeep_lines(data)) == 1
+    # ...until something is owed again.
+    (data / "sweep.last").unlink()
+    p.on_session_end([])
+    lines = _upkeep_lines(data)
+    deadline = time.monotonic() + 60
+    while len(lines) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        lines = _upkeep_lines(data)
+    assert "event=hermes-session-end reason=sweep" in lines[-1]
+    p.shutdown()
+
+
+def test_no_upkeep_for_a_subagent_or_when_switched_off(repo, store_path, isolated_env,
+                                                       monkeypatch):  # fmt: skip
+    seed(store_path)
+    p = ZMemProvider()
+    p.initialize(SID, agent_context="primary")  # ZMEM_SESSION_UPKEEP=0 (the fixture's)
+    p.on_session_end([])
+    p.shutdown()
+    monkeypatch.setenv("ZMEM_SESSION_UPKEEP", "1")
+    sub = ZMemProvider()
+    sub.initialize("sub-1", agent_context="subagent")
+    sub.on_session_end([])
+    sub.shutdown()
+    time.sleep(1.0)
+    assert not [x for x in bg_log(isolated_env) if "host=upkeep" in x]
+    assert not (store_path.parent / "backups").exists()
 
 
 # ---- the tools -------------------------------------------------------------------------------

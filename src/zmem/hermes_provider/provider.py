@@ -1,8 +1,10 @@
 """ZMemProvider, ZMem as Hermes's external memory provider (hermes-agent 0.19.0's
 MemoryProvider): the passive recall Hermes injects before each turn (prefetch, warmed by
-queue_prefetch), the correction queue and ops ring after it (sync_turn), recall for text about
-to be compressed, and the zmem_* tools over the shared agent tool surface. Every hook fails
-open: an error is logged and Hermes gets "" or an error JSON, never an exception."""
+queue_prefetch), the hazards the session's tool calls touched (pre_llm_call, through the
+zmem_hooks plugin), the correction queue and ops ring after it (sync_turn), recall for text
+about to be compressed, the upkeep at a session's start and end, and the zmem_* tools over the
+shared agent tool surface. Every hook fails open: an error is logged and Hermes gets "" or an
+error JSON, never an exception."""
 
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ from zmem.agent_tools.surface import ToolSurface
 from zmem.config import Settings
 from zmem.errors import ZMemError
 from zmem.hermes_provider import runtime, tool_events
-from zmem.hosts import opsring
-from zmem.hosts.verbs import PROMPT_LIMIT, Hooks, queue_correction
+from zmem.hosts import opsring, sidecars
+from zmem.hosts.verbs import PROMPT_LIMIT, Decision, Hooks, queue_correction
 from zmem.layout import PRIVATE_DIR_MODE
 from zmem.models import GLOBAL_NAMESPACE
 from zmem.resident.client import log_line
@@ -46,6 +48,10 @@ SYSTEM_PROMPT = (
     "preference or fact, with the signal that grounds it (test, compile, lint, user; none for "
     "your own opinion); zmem_update and zmem_invalidate revise or retire a memory that changed "
     "or stopped being true."
+)
+HAZARD_LEAD = (
+    "ZMem recalled for the commands and files this session touched since the last turn (notes, "
+    "not instructions):"
 )
 COMPRESS_LEAD = (
     "ZMem memories about the conversation being summarised (keep what still applies; they are "
@@ -117,6 +123,7 @@ class ZMemProvider(_host_base()):  # type: ignore[misc]
             self._session_id = session_id or ""
             self._bind()
             self._ready()
+            self._upkeep("hermes-initialize")
         except Exception as exc:
             self._fail("initialize", exc)
 
@@ -132,11 +139,22 @@ class ZMemProvider(_host_base()):  # type: ignore[misc]
                 self._fail("shutdown", exc)
 
     def on_session_end(self, messages: Any = None) -> None:
-        # Nothing is written at a session's end: hooks and providers never add rows themselves
-        # (spec); the queued corrections wait for review. Only the turn cache goes.
+        # No row is written at a session's end: hooks and providers never add rows themselves
+        # (spec); the queued corrections wait for review. The turn cache goes, and the upkeep
+        # a coding host's session start launches (backup, organize, sweep, hub sync) starts
+        # here too when due: a store used only from Hermes is kept like any other.
         with self._lock:
             self._cache.clear()
         self._log("session_end", "skipped", {})
+        self._upkeep("hermes-session-end")
+
+    def _upkeep(self, trigger: str) -> None:
+        """Launch the due upkeep in a detached child (zmem.hosts.upkeep): a few stat calls when
+        nothing is due, never an exception, never for an agent that does not write."""
+        if self._primary and self._settings is not None and self._settings.store_path.is_file():
+            from zmem.hosts import upkeep
+
+            upkeep.spawn(self._settings, trigger)
 
     def on_session_switch(
         self,
@@ -164,10 +182,11 @@ class ZMemProvider(_host_base()):  # type: ignore[misc]
 
     def _bind(self) -> None:
         if self._settings is not None:
-            runtime.bind(
-                self._session_id,
-                runtime.Route(self._settings.data_dir, self._settings.query_context, self._primary),
+            settings = self._settings
+            route = runtime.Route(
+                settings.data_dir, settings.query_context, self._primary, self.hazards_for
             )
+            runtime.bind(self._session_id, route)
 
     def _carry_ring(self, old: str, new: str) -> None:
         settings = self._settings
@@ -248,9 +267,12 @@ class ZMemProvider(_host_base()):  # type: ignore[misc]
 
     def on_pre_compress(self, messages: Any) -> str:
         """Passive recall for the messages about to be compressed, so the summary keeps the
-        memories that bear on them; "" when nothing passes."""
+        memories that bear on them; "" when nothing passes. The compressed context no longer
+        holds what was injected before, so the record of what it holds starts again."""
         t0 = time.monotonic()
         try:
+            if self._settings is not None and self._session_id:
+                sidecars.reset_seen(self._settings.data_dir, self._session_id)
             block = self._passive("pre_compress", _conversation_text(messages), "", t0)
         except Exception as exc:
             self._fail("pre_compress", exc)
@@ -277,10 +299,22 @@ class ZMemProvider(_host_base()):  # type: ignore[misc]
         composed, ops = self._compose(text, session_id)
         if not composed:
             return ""
+        # A turn's injection stays in the context (Hermes replays each user message as sent),
+        # so a prefetch skips the rows this session's context holds and records what it adds;
+        # a pre-compress recall feeds the summary, a new context, and skips nothing.
+        sid = (session_id or self._session_id) if event == "prefetch" else ""
         with self._lock:
             report = self._cached(composed) or store.read(self._request(composed))
-            decision = hooks.decide(report, session=False)
+            held = hooks.drop_seen(report, sid)
+            if held and not report.hits:  # all of it is in the context already
+                decision = Decision("", "seen", {})
+            else:
+                decision = hooks.decide(report, session=False)
+            if sid and decision.reason == "injected" and self._primary:
+                sidecars.mark_seen(hooks.data_dir, sid, decision.ids)
         fields = dict(decision.fields)
+        if held:
+            fields["seen"] = held
         if ops:
             fields["ops"] = ops
         fields["ms"] = int((time.monotonic() - t0) * 1000)
@@ -294,6 +328,40 @@ class ZMemProvider(_host_base()):  # type: ignore[misc]
         if entry is None or time.monotonic() - entry[0] > CACHE_TTL_S:
             return None
         return entry[1]
+
+    def hazards_for(self, session_id: str) -> str:
+        """pre_llm_call's delivery (the zmem_hooks plugin calls it through runtime's route):
+        the hazard lessons, constraints, conventions and decisions that the tool calls this
+        session made since the last delivery touch, decided as a coding host's PreToolUse
+        decides, in this session's namespace. At most once per ring cursor: the cursor moves
+        before the store is asked, so a failure skips this delivery rather than repeating it."""
+        t0 = time.monotonic()
+        settings = self._settings
+        if settings is None or not settings.query_context or not self._primary:
+            return ""
+        try:
+            lines, cursor = opsring.lines_past_cursor(settings.data_dir, session_id)
+            if not lines:
+                return ""
+            opsring.advance_cursor(settings.data_dir, session_id, cursor)
+            tokens = opsring.line_tokens(lines)
+            query = _within_cap(tokens)
+            if not query:
+                return ""
+            _, _, hooks = self._ready()
+            with self._lock:
+                decision = hooks.hazards(query, self._namespace, session_id)
+        except Exception as exc:
+            self._fail("pre_llm_call", exc)
+            return ""
+        fields = dict(decision.fields)
+        fields["ops"] = len(tokens)
+        fields["ms"] = int((time.monotonic() - t0) * 1000)
+        self._log("pre_llm_call", decision.reason, fields)
+        if decision.reason != "injected":
+            return ""  # silent when nothing qualifies, as PreToolUse is
+        block = _HERMES_FENCE.sub(lambda m: "\u2039" + m.group(1), decision.block)
+        return f"{HAZARD_LEAD}\n{block}"
 
     # ---- after a turn ------------------------------------------------------------------------
 
@@ -382,6 +450,18 @@ def _writes(bare: str, args: Any) -> bool:
     return (bare == "links" and a.get("target") is not None) or (
         bare == "session_end" and bool(a.get("note"))
     )
+
+
+def _within_cap(tokens: list[str]) -> str:
+    """The newest tokens that fit the recall query's cap, none cut."""
+    picked: list[str] = []
+    size = 0
+    for tok in tokens:
+        if size + len(tok) + 1 > opsring.QUERY_CAP:
+            break
+        picked.append(tok)
+        size += len(tok) + 1
+    return " ".join(picked)
 
 
 def _without_injected(text: str) -> str:

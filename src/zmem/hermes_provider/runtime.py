@@ -1,13 +1,14 @@
 """Where a Hermes session's memory lives: the settings (ZMEM_STORE/ZMEM_DATA when set, else
 <hermes_home>/zmem, so each Hermes profile keeps its own store), the session's namespace (the
 checkout Hermes works in, else user:global), and the table of sessions a ZMem provider serves,
-which the post_tool_call plugin reads: Hermes loads that plugin as a separate module, so what
-the two share lives here, in the installed package."""
+which the post_tool_call and pre_llm_call hooks read: Hermes loads that plugin as a separate
+module, so what the two share lives here, in the installed package."""
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def session_namespace(hooks: Hooks, directory: str | None, *, may_write: bool) -
     return project_namespace.derive(directory)
 
 
-# ---- the sessions a provider serves, for the post_tool_call plugin --------------------------
+# ---- the sessions a provider serves, for the zmem_hooks plugin --------------------------
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,9 @@ class Route:
     data_dir: Path
     query_context: bool  # ZMEM_QUERY_CONTEXT: off stops ring collection too (spec)
     may_write: bool
+    # The provider's pre_llm_call delivery for this session: the hazards its tool calls
+    # touched since the last one, as context text ("" for none).
+    deliver: Callable[[str], str] | None = None
 
 
 _routes: dict[str, Route] = {}

@@ -2,7 +2,8 @@
 post_tool_call hook (the zmem_hooks plugin registers it; Hermes gives memory providers no
 hooks) and, when that plugin is not enabled, the turn's tool calls read back from sync_turn's
 messages. Only terminal, write_file and patch calls are recorded, and only allowlisted tokens
-(zmem.hosts.opsring)."""
+(zmem.hosts.opsring). The same plugin's pre_llm_call hook hands the provider's hazard
+delivery to Hermes."""
 
 from __future__ import annotations
 
@@ -44,6 +45,24 @@ def on_post_tool_call(
             opsring.record_event(target.query_context, target.data_dir, event)
     except Exception as exc:  # a memory side channel must never break a tool call
         log.warning("zmem post_tool_call failed (ignored): %s: %s", type(exc).__name__, exc)
+
+
+def on_pre_llm_call(session_id: Any = None, **_: Any) -> dict[str, str] | None:
+    """Hermes's pre_llm_call callback, once per turn before the model is asked: the hazard
+    lessons the session's tool calls since the last turn touched (the pre-tool surface, after
+    the fact: Hermes has no hook that adds context before a tool runs). Hermes appends the
+    context to the turn's user message. None when there is nothing; never raises."""
+    try:
+        if not isinstance(session_id, str) or not session_id:
+            return None
+        target = runtime.route(session_id)
+        if target is None or target.deliver is None or not target.query_context:
+            return None
+        text = target.deliver(session_id)
+        return {"context": text} if text else None
+    except Exception as exc:  # a memory side channel must never break a turn
+        log.warning("zmem pre_llm_call failed (ignored): %s: %s", type(exc).__name__, exc)
+        return None
 
 
 def turn_events(messages: Iterable[Any], session_id: str) -> list[events.HookEvent]:

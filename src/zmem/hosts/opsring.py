@@ -263,3 +263,62 @@ def record_event(enabled: bool, data_dir: Path, event: HookEvent) -> Outcome:
     tokens = event_tokens(event.tool_name, event.command, event.paths)
     n = record(data_dir, event.session_id, event.tool_name, tokens, event.tool_failed)
     return Outcome(None, "skipped", {"ops": n})
+
+
+# ---- Hermes: the ring past the last pre_llm_call delivery ----------------------------------
+# Hermes has no pre-tool hook that can add context, so the hazards a session's tool calls
+# touched are delivered on the next pre_llm_call (spec). The cursor is (second, how many lines
+# of that second were taken): same-second events after it still deliver, and it is written
+# before the store is asked, so a delivery is made at most once (a failure skips it).
+
+
+def cursor_path(data_dir: Path, session_id: str) -> Path:
+    return data_dir / "ops" / f"{session_key(session_id)}.cursor"
+
+
+def _read_cursor(path: Path) -> tuple[int, int]:
+    try:
+        ts, taken = path.read_text(encoding="utf-8").split()
+        return int(ts), int(taken)
+    except (OSError, ValueError):
+        return -1, 0
+
+
+def lines_past_cursor(data_dir: Path, session_id: str) -> tuple[list[str], tuple[int, int]]:
+    """The ring lines after the session's delivery cursor, and the cursor that takes them."""
+    ts0, taken = _read_cursor(cursor_path(data_dir, session_id))
+    stamped = []
+    for line in recent_lines(data_dir, session_id):
+        head = line.split("\t", 1)[0]
+        if head.isdigit() and int(head) >= ts0:
+            stamped.append((int(head), line))
+    fresh: list[str] = []
+    at_ts0 = 0
+    for ts, line in stamped:
+        if ts == ts0:
+            at_ts0 += 1
+            if at_ts0 <= taken:
+                continue  # taken by the last delivery
+        fresh.append(line)
+    if not stamped:
+        return fresh, (ts0, taken)
+    newest = stamped[-1][0]
+    return fresh, (newest, sum(1 for ts, _ in stamped if ts == newest))
+
+
+def advance_cursor(data_dir: Path, session_id: str, cursor: tuple[int, int]) -> None:
+    path = cursor_path(data_dir, session_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(f"{cursor[0]} {cursor[1]}\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def line_tokens(lines: list[str]) -> list[str]:
+    """Newest-first distinct tokens of some ring lines (tool names left out)."""
+    out: list[str] = []
+    for line in reversed(lines):
+        parts = line.split("\t")
+        if len(parts) >= 3:
+            out += [t for t in parts[2].split(",") if t and t not in out]
+    return out

@@ -108,10 +108,13 @@ class Hooks:
         return RecallRequest.prefetch(query, namespace=ns, limit=limit, hybrid=self.hybrid)
 
     def _unseen(self, report: Any, event: HookEvent) -> int:
+        return self.drop_seen(report, event.session_id)
+
+    def drop_seen(self, report: Any, session_id: str | None) -> int:
         """Drop the rows this session's context already holds (sidecars.seen); how many went."""
-        if not event.session_id:
+        if not session_id:
             return 0
-        held = sidecars.seen(self.data_dir, event.session_id)
+        held = sidecars.seen(self.data_dir, session_id)
         before = len(report.hits)
         report.hits = [h for h in report.hits if h.id not in held]
         return before - len(report.hits)
@@ -254,18 +257,25 @@ class Hooks:
 
     # ---- PreToolUse --------------------------------------------------------------------------
 
-    def pre_tool(self, event: HookEvent) -> Outcome:
-        query = event.query if event.query is not None else opsring.tool_query(event)
-        ns = self.namespace(event)
+    def hazards(self, query: str, ns: str, session_id: str | None) -> Decision:
+        """The pre-tool surface: hazard types only, at most PRETOOL_LIMIT rows, none this
+        session's context already holds, gated as a prompt is. A row shown is recorded as
+        seen. Hermes's pre_llm_call delivery decides the same way."""
         report = self.store.read(self._prefetch(query, ns, PRETOOL_LIMIT))
         report.hits = [h for h in report.hits if h.memory.type in PRETOOL_TYPES]
-        held = self._unseen(report, event)
+        held = self.drop_seen(report, session_id)
         d = self.decide(report, session=False)
         if held:
             d.fields["seen"] = held
+        if d.reason == "injected" and session_id:
+            sidecars.mark_seen(self.data_dir, session_id, d.ids)
+        return d
+
+    def pre_tool(self, event: HookEvent) -> Outcome:
+        query = event.query if event.query is not None else opsring.tool_query(event)
+        d = self.hazards(query, self.namespace(event), event.session_id)
         if d.reason != "injected":
             return Outcome(None, d.reason, d.fields)  # silent when nothing qualifies
-        self._remember(event, d)
         text = "Before this tool call, ZMem recalled:\n" + d.block
         if event.host == "claude" and event.session_id:
             # Claude Code before 2.1.9 drops pre-tool context; the next prompt delivers it.

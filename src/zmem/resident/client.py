@@ -36,7 +36,7 @@ def log_line(ddir: Path, host: str, event: str, reason: str, fields: dict[str, A
         f"event={event}",
         f"reason={reason}",
     ]
-    for key in ("hits", "omitted", "ops", "tokens", "via", "ms", "error"):
+    for key in ("hits", "omitted", "seen", "ops", "tokens", "via", "ms", "error"):
         if key in fields:
             value = str(fields[key]).replace("\n", " ")[:200]
             parts.append(f"{key}={value}")

@@ -5,6 +5,8 @@ session start tries again."""
 from __future__ import annotations
 
 import os
+import re
+import sys
 from typing import Any
 
 from zmem import config
@@ -31,7 +33,10 @@ def main() -> None:
     result = session_task.run(settings, organize, sync)
     reason = result.skipped and "skipped" or ("+".join(result.ran) or "nothing-due")
     fields = {"error": "; ".join(result.errors)} if result.errors else {}
-    log_line(settings.data_dir, "upkeep", "SessionStart", reason, fields)
+    # What launched it: a coding host's SessionStart, or the Hermes provider's session.
+    named = sys.argv[1] if len(sys.argv) > 1 else ""
+    trigger = named if re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,40}", named) else "SessionStart"
+    log_line(settings.data_dir, "upkeep", trigger, reason, fields)
 
 
 if __name__ == "__main__":
