@@ -42,6 +42,27 @@ NODE = shutil.which("node")
 NS = "project:github.com/acme/widget"
 MARKER = "zmem-live-marker-7731"
 LESSON = f"Run pytest -x before git push: CI takes 20 minutes ({MARKER})."
+# A hazard only the tool command reaches (it shares no word with PROMPT): the prompt hook
+# injects LESSON, so PreToolUse, which skips rows the context holds (issue 33), shows this one.
+PRETOOL_MARKER = "zmem-live-pretool-5150"
+PRETOOL_ROW = f"Feature branches on origin need the ci-skip label removed ({PRETOOL_MARKER})."
+# Newer rows that fill SessionStart's recent slots, so the prompt hook is the one that brings
+# LESSON (a row SessionStart showed is in the context already and is not injected again).
+START_MARKER = "zmem-live-start-2208"
+START_ROWS = (
+    "The staging dashboard lives at dash.internal.example",
+    "Invoices are generated nightly by the billing cron job",
+    "The design system keeps its colour tokens in tokens.json",
+    "Support rotations change every Monday at 09:00 UTC",
+    "The mobile app caches avatars for seven days",
+)
+LATER_ROWS = (
+    "Translations are exported to the vendor every Friday",
+    "The analytics warehouse refreshes its views at midnight",
+    "Screenshots for the store listing live in assets/store",
+    "On-call pages go to the incident channel first",
+    "The marketing site is a separate repository",
+)
 GLOBAL_ROW = "Use rg instead of grep -r when searching code."
 SKILL_LINE = "# Memory skill: invoke "
 PRETOOL = "Before this tool call, ZMem recalled"
@@ -117,9 +138,20 @@ class World:
             "add", "--namespace", NS, "--type", "lesson", "--signal", "test", "--content", LESSON
         )
         self.zmem(
+            "add", "--namespace", NS, "--type", "constraint", "--signal", "user", "--content",
+            PRETOOL_ROW,
+        )  # fmt: skip
+        self.zmem(
             "add", "--namespace", "user:global", "--type", "convention", "--signal", "user",
             "--content", GLOBAL_ROW,
         )  # fmt: skip
+        self.bury(START_ROWS)
+
+    def bury(self, rows: tuple[str, ...]) -> None:
+        """Newer facts in the project: what SessionStart's recent rows show."""
+        for text in rows:
+            self.zmem("add", "--namespace", NS, "--type", "fact", "--signal", "user",
+                      "--content", f"{text} ({START_MARKER}).")  # fmt: skip
 
     def env(self, **extra: str) -> dict[str, str]:
         path = [str(self.shims)]
@@ -273,8 +305,10 @@ def test_claude_session_start_context_reaches_the_model(claude_tool_session):
     first = s.turn()[0]
     # Claude Code 2.1.332 hands SessionStart additionalContext to the model under this label.
     assert "SessionStart hook additional context" in first, s.where()
-    assert MARKER in first and GLOBAL_ROW in first and SKILL_LINE in first
+    assert START_MARKER in first and GLOBAL_ROW in first and SKILL_LINE in first
     assert NS in first
+    # The lesson came with the prompt, once: SessionStart showed the newer rows.
+    assert first.count(MARKER) == 1, s.where()
     # Claude Code puts AGENTS.md in context itself; ZMem must not add it a second time.
     assert first.count("Project rule: run make lint") == 1, s.where()
     assert not s.world.bootstrap_calls.exists(), s.world.bootstrap_calls.read_text()
@@ -291,7 +325,10 @@ def test_claude_prompt_and_tool_hooks(claude_tool_session):
     assert len(s.world.logged("claude", "PostToolUse")) == 1, s.where()
     # The second model call carries the Bash result and the pre-tool recall.
     assert len(s.turn()) >= 2, s.where()
-    assert any(PRETOOL in body and MARKER in body for body in s.turn()[1:]), s.where()
+    assert any(PRETOOL in body and PRETOOL_MARKER in body for body in s.turn()[1:]), s.where()
+    # The pre-tool recall held back the lesson the prompt had already put in the context.
+    last = s.turn()[-1]
+    assert last.count(MARKER) == 1 and last.count(PRETOOL_MARKER) == 1, s.where()
 
 
 @needs_claude
@@ -305,7 +342,7 @@ def test_claude_subagent_start(tmp_path_factory):
     # 2.1.332 sends no task text (agent_id, agent_type only): ZMem falls back to recent rows.
     assert [r["reason"] for r in sub] == ["injected"], s.where()
     sub_calls = [b for b in s.bodies() if "SubagentStart hook additional context" in b]
-    assert sub_calls and all(MARKER in b for b in sub_calls), s.where()
+    assert sub_calls and all(START_MARKER in b for b in sub_calls), s.where()
 
 
 @needs_claude
@@ -478,7 +515,8 @@ def test_codex_session_start_context_reaches_the_model(codex_tool_session):
     first = developer_texts(s.turn_requests()[0])
     # Codex 0.171 adds SessionStart additionalContext as a developer message of its own.
     ctx = [t for t in first if SKILL_LINE in t]
-    assert len(ctx) == 1 and MARKER in ctx[0] and GLOBAL_ROW in ctx[0], s.where()
+    assert len(ctx) == 1 and START_MARKER in ctx[0] and GLOBAL_ROW in ctx[0], s.where()
+    assert MARKER not in ctx[0]  # the lesson comes with the prompt
     assert "/plugins/cache/" in ctx[0]  # the skill line names the installed copy
     # Codex puts AGENTS.md in context itself; ZMem must not add it a second time.
     body = json.dumps(s.turn_requests()[0]["body"], ensure_ascii=False)
@@ -496,7 +534,7 @@ def test_codex_prompt_and_tool_hooks(codex_tool_session):
     assert "hook: PostToolUse Completed" in s.done.stderr
     assert len(s.turn_requests()) >= 2, s.where()
     later = [t for r in s.turn_requests()[1:] for t in developer_texts(r)]
-    assert any(PRETOOL in t and MARKER in t for t in later), s.where()
+    assert any(PRETOOL in t and PRETOOL_MARKER in t for t in later), s.where()
 
 
 @needs_codex
@@ -590,7 +628,9 @@ def test_codex_checkout_hooks_without_a_plugin(tmp_path_factory):
     assert s.done.returncode == 0, s.where()
     for event in ("SessionStart", "UserPromptSubmit"):
         assert [r["reason"] for r in world.logged("codex", event)] == ["injected"], s.where()
-    assert any(SKILL_LINE in t and MARKER in t for t in developer_texts(s.turn_requests()[0]))
+    texts = developer_texts(s.turn_requests()[0])
+    assert any(SKILL_LINE in t and START_MARKER in t for t in texts), s.where()
+    assert any(MARKER in t for t in texts), s.where()
 
 
 # ---- the turn-end reflection ---------------------------------------------------------------
@@ -651,6 +691,7 @@ def test_claude_after_zmem_setup_recalls_a_memory_added_without_namespace(tmp_pa
     lesson = f"Open a pull request only after make check passes ({SETUP_MARKER})"
     added = zmem("add", "--type", "lesson", "--signal", "user", "--content", lesson)
     assert NS in added.stderr
+    world.bury(LATER_ROWS)  # SessionStart shows these; the prompt hook brings the lesson
     assert CLAUDE is not None
     env = world.env(
         ANTHROPIC_BASE_URL="{MOCK_URL}", ANTHROPIC_API_KEY="sk-ant-offline-test",
@@ -684,6 +725,7 @@ def test_codex_after_zmem_setup_recalls_a_memory_added_without_namespace(tmp_pat
     assert "hooks.json: updated" in zmem("setup", "codex").stdout
     lesson = f"Open a pull request only after make check passes ({SETUP_MARKER})"
     zmem("add", "--type", "lesson", "--signal", "user", "--content", lesson)
+    world.bury(LATER_ROWS)  # SessionStart shows these; the prompt hook brings the lesson
     prompt = "When may I open a pull request?"
     s = run_codex(world, home, prompt)
     assert s.done.returncode == 0, s.where()

@@ -264,20 +264,30 @@ class Machine:
         subprocess.run(["pkill", "-f", f"zmem.resident.daemon {self.data}"], check=False)
 
 
+def _hooks_injected(m: Machine, host: str, s: Session) -> None:
+    """The one memory reached the model through the hooks, once: SessionStart shows the
+    store's newest rows, and the prompt hook adds what the context does not hold yet (here
+    nothing: the only memory came at the start, issue 33)."""
+    assert [r["reason"] for r in m.logged(host, "SessionStart")] == ["injected"], s.where()
+    prompt = [r["reason"] for r in m.logged(host, "UserPromptSubmit")]
+    assert prompt in (["injected"], ["seen"]), s.where()
+
+
 def _injected_by_claude(m: Machine) -> None:
     m.clear_log()
     s = m.claude()
     assert s.done.returncode == 0 and mock_api.DEFAULT_REPLY in s.done.stdout, s.where()
-    assert [r["reason"] for r in m.logged("claude", "UserPromptSubmit")] == ["injected"], s.where()
-    assert any(MARKER in body for body in s.turn(PROMPT)), s.where()
+    _hooks_injected(m, "claude", s)
+    assert s.turn(PROMPT) and s.turn(PROMPT)[0].count(MARKER) == 1, s.where()
 
 
 def _injected_by_codex(m: Machine, home: Path) -> None:
     m.clear_log()
     s = run_codex(m, home, PROMPT)
     assert s.done.returncode == 0, s.where()
-    assert [r["reason"] for r in m.logged("codex", "UserPromptSubmit")] == ["injected"], s.where()
-    assert any(MARKER in t for r in s.turn_requests(PROMPT) for t in developer_texts(r)), s.where()
+    _hooks_injected(m, "codex", s)
+    first = developer_texts(s.turn_requests(PROMPT)[0])
+    assert sum(t.count(MARKER) for t in first) == 1, s.where()
 
 
 @pytest.fixture(scope="module")
@@ -402,12 +412,10 @@ def test_the_marketplace_route_with_the_real_claude_code(builds, weights, tmp_pa
         )  # fmt: skip
         assert s.done.returncode == 0, s.where()
         # Hooks: the plugin's own launcher, run by the venv its bootstrap made.
-        start = m.logged("claude", "SessionStart")
-        assert [r["reason"] for r in start] == ["injected"], s.where()
-        assert [r["reason"] for r in m.logged("claude", "UserPromptSubmit")] == ["injected"]
+        _hooks_injected(m, "claude", s)
         (first, *_) = s.turn_requests(PROMPT)
         first_call = json.dumps(first["body"], ensure_ascii=False)
-        assert MARKER in first_call, s.where()
+        assert first_call.count(MARKER) == 1, s.where()
         # The skill line names the plugin's installed copy; the skill is listed under its name.
         # The skill: listed under the plugin's name, its store.py named by SessionStart (in the
         # plugin's copy) and runnable by any python3, which finds the plugin's venv.

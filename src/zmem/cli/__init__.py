@@ -67,6 +67,9 @@ class ZMemGroup(click.Group):
         except click.UsageError as exc:
             output.error(f"{exc.format_message()} (see 'zmem --help')")
             sys.exit(exc.exit_code)
+        except BrokenPipeError:  # `zmem --help | head`
+            output.reader_gone()
+            sys.exit(0)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Each command's whole first sentence, wrapped, where click would cut it at the
@@ -81,6 +84,16 @@ class ZMemGroup(click.Group):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # The root page ends with ZMem's own words; a command's page glosses each where it
+        # first uses it. Subgroups (hub) keep click's plain epilog.
+        if ctx.parent is None:
+            from zmem.cli.words import GLOSSARY
+
+            with formatter.section("Words"):
+                formatter.write_dl(sorted(GLOSSARY.items()))
+        super().format_epilog(ctx, formatter)
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         # One stable stderr line for every failure, usage errors included: hosts log stderr
@@ -102,6 +115,10 @@ class ZMemGroup(click.Group):
             ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
+        except BrokenPipeError:
+            # `zmem entity-list | head`: the reader has what it wanted. Not an error.
+            output.reader_gone()
+            ctx.exit(0)
         except Exception as exc:
             if config.debug_enabled():
                 raise
@@ -126,7 +143,9 @@ class ZMemGroup(click.Group):
 def cli(ctx: click.Context, store_path: str | None) -> None:
     """ZMem: long-term memory for coding agents, in one local SQLite file.
 
-    Capture lessons, facts, conventions, preferences, decisions and constraints with `add`;
+    Memories live in namespaces: project:<repo> for one project (inside a git checkout every
+    command means the checkout's unless told otherwise), user:global for what holds in every
+    project. Capture lessons, facts, conventions, preferences, decisions and constraints with `add`;
     bring back what matters with `recall` (or `search`, `recent`); revise memories append-only
     with `update`; retire them with `invalidate` (a reason is required) or `supersede`; inspect
     them with `get`, `list`, `stats`, `links` and `entity-list`.
@@ -157,7 +176,11 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     warm = _warm_read(args, prog)
     if warm is not None:
         code, out, err = warm
-        output.passthrough(out, err)
+        try:
+            output.passthrough(out, err)
+        except BrokenPipeError:
+            output.reader_gone()
+            sys.exit(0)
         sys.exit(code)
     try:
         cli.main(args=args, prog_name=prog)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import click
 
-from zmem.cli import cli, output
+from zmem.cli import cli, output, scope
 
 
 @cli.command("episode-open")
-@click.option("--namespace", required=True, help='The session\'s namespace ("project:<name>").')
+@click.option("--namespace", default=None, help=scope.ONE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def episode_open(obj, namespace, as_json):
     """Open an episode, the container of one working session's memories; prints its id."""
-    episode = obj.store(create=True).episode_open(namespace)
+    episode = obj.store(create=True).episode_open(scope.for_one(namespace))
     if as_json:
         output.emit_json(episode.to_dict())
     else:
@@ -55,11 +55,13 @@ def episode_close(obj, episode_id, summary, as_json):
 
 
 @cli.command("episode-list")
-@click.option("--namespace", default=None, help="Only this namespace.")
+@click.option("--namespace", default=None, help=scope.READ_HELP)
+@click.option("--all-namespaces", is_flag=True, help=scope.ALL_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
-def episode_list(obj, namespace, as_json):
+def episode_list(obj, namespace, all_namespaces, as_json):
     """List episodes, newest first, with their member counts."""
+    namespace, _ = scope.for_read(namespace, all_namespaces)
     rows = obj.store().episode_list(namespace)
     if as_json:
         output.emit_json(rows)

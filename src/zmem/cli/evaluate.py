@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from zmem.cli import cli, output
+from zmem.cli import cli, output, words
 from zmem.errors import UsageError
 from zmem.models import MAX_LIMIT
 
@@ -24,8 +24,9 @@ from zmem.models import MAX_LIMIT
     "--k", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True,
     help="Cut-off of the ranking the weights are scored on (hit@k).",
 )  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help=words.ALWAYS_JSON)
 @click.pass_obj
-def tune_weights(obj, dry_run, gold_path, k):
+def tune_weights(obj, dry_run, gold_path, k, as_json):
     """Suggest composite recall weights for a gold set (prints JSON, writes nothing).
 
     Scores the shipped W_BM25/W_CONFIDENCE/W_RECENCY/W_POPULARITY on the current store, tries

@@ -13,7 +13,7 @@ import click
 
 from zmem import config
 from zmem.capture import corrections
-from zmem.cli import cli, output
+from zmem.cli import cli, output, scope, words
 from zmem.hosts import emit, events, sidecars
 from zmem.resident import client
 
@@ -52,10 +52,17 @@ def _data_dir() -> Path:
 
 
 @cli.command("queue-list")
-@click.option("--namespace", required=True, help="The queue's namespace (project:<x>).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON document.")
-def queue_list(namespace: str, as_json: bool) -> None:
-    """Show queued correction candidates (never opens the store)."""
+@click.option("--namespace", default=None, help=scope.ONE_HELP)
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"namespace", "count", "items"} as JSON.'
+)
+def queue_list(namespace: str | None, as_json: bool) -> None:
+    """Show queued correction candidates (never opens the store).
+
+    The hooks queue what looks like a user correcting the agent ("no, use uv instead of pip")
+    for review instead of storing it; `zmem add` keeps one, `queue-clear` drops it.
+    """
+    namespace = scope.for_one(namespace)
     items = sidecars.queue_items(_data_dir(), namespace)
     if as_json:
         doc = {"namespace": namespace, "count": len(items), "items": items}
@@ -71,23 +78,33 @@ def queue_list(namespace: str, as_json: bool) -> None:
 
 
 @cli.command("queue-clear")
-@click.option("--namespace", required=True, help="The queue's namespace (project:<x>).")
-@click.option("--id", "ids", multiple=True, help="Remove these processed ids.")
+@click.option("--namespace", default=None, help=scope.ONE_HELP)
+@click.option("--id", "ids", multiple=True, help="Remove these processed ids (repeatable).")
 @click.option("--all", "all_items", is_flag=True, help="Empty the queue.")
 @click.option("--drop-stale", is_flag=True, help="Prune old low-confidence items.")
-def queue_clear(namespace: str, ids: tuple[str, ...], all_items: bool, drop_stale: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help='Print {"namespace", "removed"} as JSON.')
+def queue_clear(
+    namespace: str | None, ids: tuple[str, ...], all_items: bool, drop_stale: bool, as_json: bool
+) -> None:
     """Remove queue items: exactly one of --id, --all, --drop-stale (never opens the store)."""
     if sum((bool(ids), all_items, drop_stale)) != 1:
         raise click.UsageError("exactly one of --id, --all, --drop-stale is required")
+    namespace = scope.for_one(namespace)
     removed = sidecars.clear(
         _data_dir(), namespace, ids=ids, all_items=all_items, drop_stale=drop_stale
     )
-    output.emit(f"[zmem] removed {removed} queued item(s) from {namespace}")
+    if as_json:
+        output.emit_json({"namespace": namespace, "removed": removed}, indent=None)
+    else:
+        output.emit(f"[zmem] removed {removed} queued item(s) from {namespace}")
 
 
 @cli.command("corrections")
-@click.option("--transcript", required=True, type=click.Path(dir_okay=False), help="JSONL.")
-@click.option("--json", "as_json", is_flag=True, help="Accepted for parity; output is JSON.")
+@click.option(
+    "--transcript", required=True, type=click.Path(dir_okay=False),
+    help="The Claude Code transcript (a .jsonl file) to mine.",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help=words.ALWAYS_JSON)
 def corrections_cmd(transcript: str, as_json: bool) -> None:
     """Mine a Claude Code transcript for user corrections (read-only; never opens the store)."""
     settings = config.load_settings()
@@ -112,17 +129,24 @@ def corrections_cmd(transcript: str, as_json: bool) -> None:
     type=click.Path(exists=True, file_okay=False),
     help="The ZMem plugin/checkout root whose host surfaces to inspect.",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as one JSON document.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["human", "json", "both"]), default="human",
-    show_default=True, help="Checks as text for people, JSON for scripts, or both.",
+    # The spec's spelling, kept for scripts: --format json is --json; both prints both.
+    "--format", "fmt", type=click.Choice(["human", "json", "both"]), default=None, hidden=True,
+    help="The old spelling: human (the default), json (--json) or both.",
 )  # fmt: skip
 @click.pass_context
-def doctor_cmd(ctx: click.Context, project: str | None, repo_root: str | None, fmt: str) -> None:
+def doctor_cmd(
+    ctx: click.Context, project: str | None, repo_root: str | None, as_json: bool, fmt: str | None
+) -> None:
     """Read-only install diagnostics: store path, runtime, schema, embeddings, host config.
 
     Never creates, migrates or repairs anything. Exit 0 when no check fails, 1 when one does,
     2 on bad arguments.
     """
+    if as_json and fmt not in (None, "json"):
+        raise click.UsageError(f"--json and --format {fmt} disagree; give one")
+    fmt = "json" if as_json else (fmt or "human")
     from zmem import doctor
     from zmem.capture.project_namespace import checkout_namespace
 
@@ -157,13 +181,21 @@ def doctor_cmd(ctx: click.Context, project: str | None, repo_root: str | None, f
     default=None,
     help="With --activate: the hermes command (default: the one beside this Python, else PATH).",
 )
-def hermes_install(hermes_home: str | None, activate: bool, hermes_bin: str | None) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True,
+    help='Print {"home", "plugins_dir", "plugins", "activated"} as one JSON document.',
+)  # fmt: skip
+def hermes_install(
+    hermes_home: str | None, activate: bool, hermes_bin: str | None, as_json: bool
+) -> None:
     """Install ZMem's Hermes plugins into <Hermes home>/plugins/.
 
     zmem is the memory provider (prefetch, sync_turn, the zmem_* tools); zmem_hooks records
-    terminal, write_file and patch calls for its recall. Hermes's own Python must be able to
-    import zmem (pip install the checkout there). Replaces only earlier copies of these two
-    plugins; exit 2 with nothing written on bad input or when Hermes refuses the activation.
+    terminal, write_file and patch calls for its recall and delivers the hazards they touched
+    before the next model call. When Hermes's Python has no zmem, the plugins reach this
+    install through a bridge beside them (`zmem setup hermes` does the same and activates).
+    Replaces only earlier copies of these two plugins; exit 2 with nothing written on bad input
+    or when Hermes refuses the activation.
     """
     from zmem.hermes_provider import install
 
@@ -171,6 +203,12 @@ def hermes_install(hermes_home: str | None, activate: bool, hermes_bin: str | No
         raise click.UsageError("--hermes-bin only goes with --activate")
     plan = install.plan(hermes_home, activate=activate, hermes_bin=hermes_bin)
     dirs = install.install(plan)
+    if as_json:
+        output.emit_json({
+            "home": str(plan.home), "plugins_dir": str(plan.plugins_dir),
+            "plugins": [d.name for d in dirs], "activated": activate,
+        })  # fmt: skip
+        return
     output.emit(
         f"[zmem] installed the Hermes plugins {', '.join(d.name for d in dirs)} in "
         f"{plan.plugins_dir}"

@@ -15,8 +15,15 @@ from zmem.errors import UsageError
 
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="List candidates (or preview --id); write nothing.")
-@click.option("--namespace", default=None, help="With --dry-run: only this namespace.")
-@click.option("--id", "memory_id", default=None, help="The lesson to promote.")
+@click.option(
+    "--namespace", default=None,
+    help="With --dry-run: only this namespace's candidates. Default: every namespace, even "
+    "inside a checkout (a skill serves every project).",
+)  # fmt: skip
+@click.option(
+    "--id", "memory_id", default=None,
+    help="The lesson to promote: its id or an unambiguous prefix of it.",
+)  # fmt: skip
 @click.option("--confirm", is_flag=True, help="Write the review candidate under <data>/promote/.")
 @click.option(
     "--install-approved", is_flag=True,
@@ -90,7 +97,8 @@ def promote(obj, dry_run, namespace, memory_id, confirm, install_approved, descr
 @click.option("--json", "as_json", is_flag=True, help="Print {count, items} as JSON.")
 @click.pass_obj
 def failures(obj, session_id, transcript, since_minutes, as_json):
-    """A session's failed tool calls (from the ops ring the PostToolUse hook keeps) and the tool
+    """A session's failed tool calls (from the ops ring: its recent tool calls, which the
+    PostToolUse hook keeps) and the tool
     calls the user rejected (from a Claude Code transcript): what the Stop / SubagentStop
     reflection asks about. Read-only; never opens the store.
     """

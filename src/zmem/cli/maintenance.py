@@ -163,9 +163,10 @@ def restore(obj, source, force, out_dir, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def sweep(obj, marker_dirs, max_age_days, dry_run, as_json):
-    """Prune stale per-session cooldown sentinels (.capture-prompted-*, .convention-prompted-*).
+    """Prune stale sentinels (marker files a hook leaves to ask something once per session).
 
-    Touches nothing but sentinel-named plain files; idempotent.
+    The hooks name them .capture-prompted-<session> and .convention-prompted-<session>. Touches
+    nothing but plain files named so; idempotent.
     """
     from zmem.maintenance import sweep as job
 
@@ -219,8 +220,16 @@ def _run_job(what: str, start, summary, dry_run: bool, as_json: bool) -> dict | 
 )
 @click.option("--prune", is_flag=True, help="Also retire never-used, low-confidence, old rows.")
 @click.option("--dry-run", is_flag=True, help="Show every cluster and decision; write nothing.")
-@click.option("--namespace", default=None, help="Only this namespace (default: all).")
-@click.option("--force", is_flag=True, help="Run even if the cadence gate says it is not due.")
+@click.option(
+    "--namespace", default=None,
+    help="Only this namespace. Default: every namespace, even inside a checkout (maintenance "
+    "works on the whole store).",
+)  # fmt: skip
+@click.option(
+    "--force", is_flag=True,
+    help="Run even if the cadence gate (no automatic run while the last one is recent and the "
+    "store grew little since) says it is not due.",
+)  # fmt: skip
 @click.option(
     "--merge-contested",
     is_flag=True,
@@ -229,11 +238,12 @@ def _run_job(what: str, start, summary, dry_run: bool, as_json: bool) -> dict | 
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def consolidate(obj, threshold, prune, dry_run, namespace, force, merge_contested, as_json):
-    """Merge near-duplicate memories into one keeper, history kept.
+    """Merge near-duplicate memories into one, history kept.
 
     Within a namespace and type, rows similar to a keeper (the row with the highest
     confidence x surface count) are absorbed: their whole text is appended to the keeper
-    unless it already holds it, their ids go to merged_from, and they are tombstoned. A row
+    unless it already holds it, their ids go to merged_from, and they are tombstoned
+    (retired: no longer recalled, still readable as history). A row
     with other numbers never merges; a cluster whose members disagree in polarity is parked
     (ZMEM_NLI_CMD can clear it). Skipped when the last run was under
     ZMEM_CONSOLIDATE_MIN_INTERVAL_DAYS (7) ago and the store grew under
@@ -275,7 +285,8 @@ def organize(obj, prune, dry_run, force, as_json):
     memory links, merges near-duplicates exactly as consolidate does, compresses merged rows
     longer than ZMEM_KEEPER_COMPRESS_CHARS (4000) by dropping repeated and trailing
     sentences (the full text stays in history), and writes topic summaries (source_ref
-    organize:...) for entities with 3 or more rows. Shares consolidate's cadence gate and lock;
+    organize:...) for entities with 3 or more rows. Shares consolidate's cadence gate (no
+    automatic run while the last one is recent and the store grew little since) and lock;
     with ZMEM_ORGANIZE_IDLE_HOURS set it waits until the store has been idle that long. The
     SessionStart upkeep runs it in the background when due.
     """
@@ -311,9 +322,9 @@ def rekey_namespace(obj, source, near_miss_global, to, dry_run, confirm, as_json
 
     With --near-miss-global, every live row under a misspelling of the global namespace
     (global, userglobal, ...) moves to --to (default user:global), where the hooks find it;
-    with --from, one exact namespace moves. --to may not itself be a near-miss. Tombstoned rows
-    keep their namespace (history stays as it was). Without --confirm, or with --dry-run, it
-    only previews.
+    with --from, one exact namespace moves. --to may not itself be a near-miss. Tombstoned
+    (retired) rows keep their namespace: history stays as it was. Without --confirm, or with
+    --dry-run, it only previews.
     """
     report = obj.store().rekey_namespace(
         source=source, near_miss_global=near_miss_global, to=to, apply=confirm and not dry_run

@@ -41,8 +41,8 @@ def mcp(obj, stdio, http, host, port, namespace):
 
     Tools: recall, search, recent, get, add, update, invalidate, supersede, links, contradict,
     stats, session_start, session_end; results are the CLI's --json documents. MCP writes
-    default to taint untrusted_tool; recall and search count as retrievals, session_start is
-    passive.
+    default to taint (origin trust) untrusted_tool; recall and search count as retrievals,
+    session_start is passive.
 
     Over HTTP every request needs `Authorization: Bearer <token>` when a token is configured:
     ZMEM_MCP_TOKEN is an operator token (every namespace); ZMEM_MCP_TOKEN_FILE holds a bare

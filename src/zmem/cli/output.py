@@ -39,6 +39,20 @@ def passthrough(out: str, err: str) -> None:
     click.echo(err, nl=False, err=True)
 
 
+def reader_gone() -> None:
+    """The reader of stdout went away (`zmem list | head`): what is left to print goes
+    nowhere, quietly, including what the interpreter flushes on its way out."""
+    import os
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def error(text: str) -> None:
     """The one stderr line of a failed command (click's messages can span lines: a missing
     choice option lists its choices one per line)."""
@@ -83,7 +97,7 @@ def describe_warning(w: Mapping[str, Any]) -> str:
         return (
             f"confidence {w['confidence']:.2f} (signal {w['signal']}) is under the recall floor "
             f"{w['floor']:.2f}: recall and the hooks will not show this memory; ground it with "
-            "--signal test|compile|lint|reviewer|user (search --text still finds it)"
+            "--signal test|compile|lint|reviewer|user (search --query still finds it)"
         )
     if kind == "source_unreadable":
         return f"source file {w['path']} cannot be opened; no content hash recorded"

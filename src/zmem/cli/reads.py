@@ -9,15 +9,16 @@ import click
 
 from zmem.capture.project_namespace import checkout_namespace
 from zmem.capture.source import source_state
-from zmem.cli import cli, output, scope
+from zmem.cli import cli, output, scope, words
 from zmem.errors import UsageError, ZMemError
 from zmem.models import ENTITY_KINDS, GLOBAL_NAMESPACE, LINK_RELATIONS, MAX_LIMIT, MEMORY_TYPES
 
 
 @cli.command()
-@click.option("--id", "memory_id", required=True, help="Memory id (or an unambiguous prefix).")
+@click.option("--id", "memory_id", required=True, help=words.MEMORY_ID)
+@click.option("--json", "as_json", is_flag=True, help=words.ALWAYS_JSON)
 @click.pass_obj
-def get(obj, memory_id):
+def get(obj, memory_id, as_json):
     """Show one memory as JSON, with its links, entities and episodes."""
     described = obj.store().describe(memory_id)
     for line in described.pop("warnings"):
@@ -33,7 +34,9 @@ def get(obj, memory_id):
 )  # fmt: skip
 @click.option("--all-namespaces", is_flag=True, help="Every namespace, even in a checkout.")
 @click.option("--type", "type_", type=click.Choice(MEMORY_TYPES), default=None, help="Only this.")
-@click.option("--include-superseded", is_flag=True, help="Also show tombstoned history rows.")
+@click.option(
+    "--include-superseded", is_flag=True, help="Also show tombstoned (retired) history rows."
+)
 @click.option("--as-of", default=None, help="Point in time (ISO-8601): rows valid then.")
 @click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=None, help="At most N rows.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
@@ -77,7 +80,7 @@ def stats(obj, as_json):
     "ids",
     multiple=True,
     required=True,
-    help="The memory (list mode), or twice with --add: source then target.",
+    help="The memory (its id or an unambiguous prefix), or twice with --add: source then target.",
 )
 @click.option("--add", "add_mode", is_flag=True, help="Insert an edge instead of listing.")
 @click.option(
@@ -126,7 +129,10 @@ def _link_report(report, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--id", "ids", multiple=True, required=True, help="Give exactly two.")
+@click.option(
+    "--id", "ids", multiple=True, required=True,
+    help="Give exactly two: each a memory's id or an unambiguous prefix of it.",
+)  # fmt: skip
 @click.option("--reason", default=None, help="Why they conflict (required; echoed only).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj

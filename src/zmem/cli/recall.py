@@ -7,6 +7,7 @@ import click
 
 from zmem.cli import cli, output, scope
 from zmem.cli.writes import read_content
+from zmem.errors import UsageError
 from zmem.models import MAX_LIMIT
 from zmem.retrieval.request import RecallRequest
 
@@ -14,26 +15,23 @@ _SCOPE_OPTIONS = [
     click.option(
         "--namespace",
         default=None,
-        help="Tier to read, e.g. project:<name> or user:global (plus its migration aliases). "
-        "Default inside a git checkout: the checkout's, with user:global, as the hooks read; "
-        "elsewhere every namespace.",
+        help="Only this namespace (and its migration aliases: the old names "
+        "ZMEM_NS_MIGRATION_MAP maps to it). Default inside a git checkout: the checkout's, with "
+        "user:global on its own slots, as the hooks read; elsewhere every namespace.",
     ),
-    click.option(
-        "--all-namespaces",
-        is_flag=True,
-        help="Read every namespace, even inside a git checkout.",
-    ),
+    click.option("--all-namespaces", is_flag=True, help=scope.ALL_HELP),
     click.option(
         "--include-global",
         is_flag=True,
-        help="Also read up to --global-limit rows from user:global, listed after this tier's.",
+        help="Also read user:global, on its own --global-limit slots: a global row never takes "
+        "one of the namespace's, and is listed above them only when clearly more relevant.",
     ),
     click.option(
         "--global-limit",
         type=click.IntRange(0, MAX_LIMIT),
         default=3,
         show_default=True,
-        help="Rows the user:global tier may add under --include-global.",
+        help="Rows user:global may add under --include-global.",
     ),
     click.option(
         "--as-of",
@@ -51,14 +49,33 @@ def _scope_options(f):
     return f
 
 
+def _query_option(text: str):
+    """--query, and --text, search's old spelling, kept working out of --help on both reads."""
+
+    def deco(f):
+        f = click.option(
+            "--text", "old_text", default=None, hidden=True, help="The old spelling of --query."
+        )(f)
+        return click.option("--query", default=None, help=f"{text} '-' reads stdin. Required.")(f)
+
+    return deco
+
+
+def _the_query(query: str | None, old_text: str | None) -> str:
+    if query is not None and old_text is not None:
+        raise UsageError("--text is the old spelling of --query: give one of them")
+    given = query if query is not None else old_text
+    if given is None:
+        raise click.UsageError("Missing option '--query'.")
+    return read_content(given)
+
+
 @cli.command()
-@click.option(
-    "--query", required=True, help="What you are about to do or want to know; '-' reads stdin."
-)
+@_query_option("What you are about to do or want to know.")
 @_scope_options
 @click.option(
     "--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True,
-    help="Rows from the tier read (--include-global adds its own).",
+    help="Rows from the namespace (--include-global adds its own).",
 )  # fmt: skip
 @click.option(
     "--link-hops",
@@ -77,17 +94,23 @@ def _scope_options(f):
 @click.option(
     "--hybrid/--no-hybrid",
     default=None,
-    help="Fuse the vector lane when embeddings are available (the default); --no-hybrid "
-    "forces keyword + entity lanes.",
+    help="Also fuse the vector lane (finding candidates by embeddings) when embeddings are "
+    "available, the default; --no-hybrid keeps to the keyword and entity lanes.",
 )
 @click.option("--no-mmr", is_flag=True, help="Pure score order, no diversity re-ranking.")
 @click.option(
     "--no-bump",
     is_flag=True,
-    help="Passive read (hooks): record a surface event, omit injection-risk and untrusted-web "
-    "rows, apply the token budget.",
+    help="Passive read, as the hooks read: record a surface event (shown, not asked for) "
+    "instead of a retrieval, leave out rows with injection risk (text shaped like an "
+    "instruction to the model) and untrusted-web rows, apply the token budget.",
 )
-@click.option("--no-unfold", is_flag=True, help="Never append [PREVIOUSLY] lineage rows.")
+@click.option(
+    "--no-unfold",
+    is_flag=True,
+    help="Never unfold (append a row's lineage: the earlier versions it replaced, marked "
+    "[PREVIOUSLY]), which a query about changing something does by default.",
+)
 @click.option(
     "--min-confidence",
     type=click.FloatRange(0.0, 1.0),
@@ -102,14 +125,16 @@ def _scope_options(f):
     help="With --explain: the row(s) to account for (id, id prefix or content fragment).",
 )
 @click.pass_obj
-def recall(obj, query, as_json, explain, target, **options):
+def recall(obj, query, old_text, as_json, explain, target, **options):
     """Surface the memories most relevant to a query (high precision first).
 
-    Lexical (BM25) and entity lanes, plus the vector lane when embeddings are available, are
-    fused (RRF), re-ranked by relevance, confidence, recency and popularity, diversified (MMR)
-    and extended by one hop of links. --explain re-runs the same pipeline with zero writes.
+    Each lane (a way of finding candidates: keywords by BM25, entities, and embeddings when
+    they are available) ranks the namespace's rows; the rankings are fused (reciprocal rank
+    fusion), re-ranked by relevance, confidence, recency and popularity, diversified (MMR:
+    near-copies of a row already listed move down) and extended by one hop of links.
+    --explain re-runs the same pipeline with zero writes.
     """
-    query = read_content(query)
+    query = _the_query(query, old_text)
     explaining = explain or target is not None
     # The explicit CLI recall is the one surface the optional cross-encoder may re-order.
     # The request is built (and refused) before the store is opened.
@@ -160,17 +185,24 @@ def _emit(store, report, req: RecallRequest, as_json: bool, extra: dict | None =
 
 
 @cli.command()
-@click.option("--text", required=True, help="Words to search for; '-' reads stdin.")
+@_query_option("Words to search for.")
 @_scope_options
 @click.option(
     "--limit", type=click.IntRange(1, MAX_LIMIT), default=10, show_default=True,
     help="Rows to return.",
 )  # fmt: skip
-@click.option("--no-bump", is_flag=True, help="Passive read: record a surface event instead.")
+@click.option(
+    "--no-bump", is_flag=True,
+    help="Passive read: record a surface event (shown, not asked for) instead of a retrieval.",
+)  # fmt: skip
 @click.pass_obj
-def search(obj, text, as_json, **options):
-    """Ranked search: recall's lanes and scoring, without link expansion or lineage."""
-    req = _request("search", read_content(text), options)
+def search(obj, query, old_text, as_json, **options):
+    """Ranked search: recall's ranking without its links and history.
+
+    Finds and scores rows as recall does, with no confidence floor, no appended link
+    neighbours and no earlier versions of a row. (--text is the old spelling of --query.)
+    """
+    req = _request("search", _the_query(query, old_text), options)
     store = obj.store()
     _emit(store, store.read(req), req, as_json)
 
@@ -187,10 +219,14 @@ def search(obj, text, as_json, **options):
     default=None,
     help="Confidence floor (default ZMEM_INJECT_FLOOR_RECENT, 0.5).",
 )
-@click.option("--no-bump", is_flag=True, help="Passive read (session start): surface event only.")
+@click.option(
+    "--no-bump", is_flag=True,
+    help="Passive read, as a session start reads: record a surface event (shown, not asked "
+    "for) instead of a retrieval.",
+)  # fmt: skip
 @click.pass_obj
 def recent(obj, as_json, **options):
-    """The newest confident memories of a tier (what a session starts with)."""
+    """The newest confident memories of a namespace (what a session starts with)."""
     req = _request("recent", "", options)
     store = obj.store()
     _emit(store, store.read(req), req, as_json)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from zmem.cli import cli, output
+from zmem.cli import cli, output, scope
 from zmem.config import CAPTURE_MODES
 from zmem.errors import UsageError
 from zmem.models import MAX_LIMIT
@@ -35,11 +35,11 @@ def _write_atomically(out: str, fill) -> Path:
 
 
 @cli.command("export-pack")
-@click.option("--namespace", required=True, help="The project namespace to hand off.")
+@click.option("--namespace", default=None, help=scope.ONE_HELP)
 @click.option("--out", "out", default=None, metavar="FILE", help="Write here (default: stdout).")
 @click.option(
     "--project-limit", type=click.IntRange(0, MAX_LIMIT), default=50, show_default=True,
-    help="Most rows from NAMESPACE.",
+    help="Most rows from the namespace.",
 )  # fmt: skip
 @click.option(
     "--global-limit", type=click.IntRange(0, MAX_LIMIT), default=15, show_default=True,
@@ -53,31 +53,57 @@ def _write_atomically(out: str, fill) -> Path:
     "--max-bytes", type=click.IntRange(256, 64 * 1024 * 1024), default=32768, show_default=True,
     help="UTF-8 budget of the whole pack; a memory that would pass it is left out whole.",
 )  # fmt: skip
+@click.option(
+    "--json", "as_json", is_flag=True,
+    help='Print {"namespace", "shown", "omitted_budget", "bytes", "out", "text"} (text: the '
+    "pack, when it is not written to --out).",
+)  # fmt: skip
 @click.pass_obj
-def export_pack(obj, namespace, out, project_limit, global_limit, min_confidence, max_bytes):
-    """Render live memories of NAMESPACE and user:global as a markdown pack.
+def export_pack(
+    obj, namespace, out, project_limit, global_limit, min_confidence, max_bytes, as_json
+):
+    """Render live memories of a namespace and user:global as a markdown pack.
 
     For a session with no store (a cloud agent, a teammate): the most confident rows first
     (then the most used, then the newest), one bullet each. Rows flagged as possible prompt
     injection are withheld and counted. Exit 2 when both sections would be empty.
     """
+    namespace = scope.for_one(namespace)
     done = obj.store().export_pack(
         namespace, project_limit=project_limit, global_limit=global_limit,
         min_confidence=min_confidence, max_bytes=max_bytes,
     )  # fmt: skip
-    if out is None:
+    path = None if out is None else _write_atomically(out, lambda write: write(done.text))
+    if as_json:
+        output.emit_json({
+            "namespace": namespace, "shown": done.shown, "omitted_budget": done.omitted_budget,
+            "bytes": done.bytes, "out": str(path) if path else None,
+            "text": None if path else done.text,
+        })  # fmt: skip
+    elif path is None:
         output.emit_document(done.text)
-        return
-    path = _write_atomically(out, lambda write: write(done.text))
-    output.emit(f"wrote {done.shown} memories ({done.bytes} bytes) to {path}")
+    else:
+        output.emit(f"wrote {done.shown} memories ({done.bytes} bytes) to {path}")
 
 
 @cli.command("export-jsonl")
 @click.option("--out", "out", default=None, metavar="FILE", help="Write here (default: stdout).")
-@click.option("--namespace", default=None, help="Only this namespace (default: all).")
-@click.option("--include-superseded", is_flag=True, help="Also export tombstoned rows (history).")
+@click.option(
+    "--namespace", default=None,
+    help="Only this namespace. Default: every namespace, even inside a checkout (the file "
+    "moves a whole store).",
+)  # fmt: skip
+@click.option(
+    "--include-superseded", is_flag=True,
+    help="Also export tombstoned (retired) rows, kept as history.",
+)  # fmt: skip
+@click.option(
+    "--json", "as_json", is_flag=True,
+    help="With --out: print the counts as one JSON document. Without it stdout is the JSON "
+    "lines themselves.",
+)  # fmt: skip
 @click.pass_obj
-def export_jsonl(obj, out, namespace, include_superseded):
+def export_jsonl(obj, out, namespace, include_superseded, as_json):
     """Write the store as sync JSONL, one record per line, for ingest-jsonl on another machine.
 
     Live rows of every namespace by default, each with its outgoing links (to rows in the same
@@ -98,6 +124,9 @@ def export_jsonl(obj, out, namespace, include_superseded):
         )
 
     path = _write_atomically(out, fill)
+    if as_json:
+        output.emit_json({"out": str(path), **counts})
+        return
     output.notice(
         f"exported {counts['memories']} memories, {counts['links']} links, "
         f"{counts['episodes']} episodes, {counts['memberships']} memberships to {path}"
@@ -109,7 +138,8 @@ def export_jsonl(obj, out, namespace, include_superseded):
 @click.option("--source-ref", default=None, help="Set this source_ref on every row inserted.")
 @click.option(
     "--allow-tombstones", is_flag=True,
-    help="Let the file's tombstones retire live local rows of the same id (trusted files only).",
+    help="Let the file's tombstones (its records of retired rows) retire live local rows of the "
+    "same id (trusted files only).",
 )  # fmt: skip
 @click.option(
     "--capture-mode", type=click.Choice(CAPTURE_MODES), default=None,

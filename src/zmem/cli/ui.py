@@ -34,11 +34,11 @@ def ui(obj, host, port, no_open):
     """See, search and fix what your agents remember, in a local web page.
 
     Prints a link with a one-run token (open it; the browser then keeps a session cookie):
-    the overview (live memories by namespace, type and taint, growth and recall charts, rows
-    that need a look), search with recall's explain verdicts, each memory's history with an
-    as-of view, and fixes (update, invalidate, contradict, link, feedback, entity merge, the
-    correction queue) through the same checks as the CLI. Every form carries a CSRF token.
-    Serves until Ctrl-C.
+    the overview (live memories by namespace, type and taint (origin trust), growth and recall
+    charts, rows that need a look), search with recall's explain verdicts, each memory's
+    history with an as-of view, and fixes (update, invalidate, contradict, link, feedback,
+    entity merge, the correction queue) through the same checks as the CLI. Every form carries
+    a CSRF token. Serves until Ctrl-C.
     """
     try:
         from zmem.webui import serve

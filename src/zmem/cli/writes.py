@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from zmem.cli import cli, output, scope
+from zmem.cli import cli, output, scope, words
 from zmem.config import CAPTURE_MODES
 from zmem.errors import UsageError
 from zmem.models import MEMORY_TYPES, SIGNALS, TAINTS, WriteResult
@@ -88,7 +88,7 @@ _MODE = click.Choice(CAPTURE_MODES)
 def add(obj, namespace, type_, content, tags, signal, taint, source_ref, capture_mode, as_json):
     """Capture a memory. Near-identical live content in the namespace is refreshed instead of
     duplicated; a near-identical row of opposite polarity is kept and marked contradicting."""
-    namespace = scope.for_write(namespace)
+    namespace = scope.for_one(namespace)
     result = obj.store(create=True).add(
         read_content(content),
         namespace=namespace,
@@ -103,7 +103,7 @@ def add(obj, namespace, type_, content, tags, signal, taint, source_ref, capture
 
 
 @cli.command()
-@click.option("--id", "memory_id", required=True, help="Full id of the live memory to revise.")
+@click.option("--id", "memory_id", required=True, help=words.LIVE_ID)
 @click.option("--content", required=True, help="The new content; '-' reads it from stdin.")
 @click.option("--namespace", default=None, help="Move the revision here (default: the row's).")
 @click.option("--type", "type_", type=_TYPE, default=None, help="New type (default: the row's).")
@@ -146,7 +146,7 @@ def update(
     as_json,
 ):
     """Revise a memory append-only: a new live row links back via update_of and the old row is
-    tombstoned (still readable with --as-of before now)."""
+    tombstoned (retired: still readable with --as-of before now)."""
     result = obj.store().update(
         memory_id,
         read_content(content),
@@ -163,7 +163,7 @@ def update(
 
 
 @cli.command()
-@click.option("--id", "memory_id", required=True, help="Full id of the live memory.")
+@click.option("--id", "memory_id", required=True, help=words.LIVE_ID)
 @click.option("--reason", default=None, help="Why the fact is no longer true (required).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
@@ -176,28 +176,34 @@ def invalidate(obj, memory_id, reason, as_json):
 
 
 @cli.command()
-@click.option("--id", "memory_id", required=True, help="Full id of the live memory.")
+@click.option("--id", "memory_id", required=True, help=words.LIVE_ID)
 @click.option("--reason", default=None, help="Optional reason (default: superseded).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
 def supersede(obj, memory_id, reason, as_json):
-    """Tombstone a memory (a general retirement; use invalidate for facts that became false)."""
+    """Retire a memory: no longer recalled, still readable as history.
+
+    The row is tombstoned (kept, marked superseded: --as-of and --include-superseded still read
+    it). A general retirement; use invalidate for facts that became false.
+    """
     done = obj.store().supersede(memory_id, reason)
     _tombstone_report(done, "superseded", as_json)
 
 
 @cli.command()
-@click.option("--id", "memory_id", required=True, help="The live memory the verdict is about.")
+@click.option("--id", "memory_id", required=True, help=words.LIVE_ID)
 @click.option("--applied", is_flag=True, help="It was followed and it worked.")
 @click.option("--violated", is_flag=True, help="It was followed and it was wrong.")
+@click.option("--json", "as_json", is_flag=True, help=words.ALWAYS_JSON)
 @click.pass_obj
-def feedback(obj, memory_id, applied, violated):
+def feedback(obj, memory_id, applied, violated, as_json):
     """Record explicit usage feedback on a lesson (one of --applied / --violated).
 
     Adds one to the row's applied_count or violated_count and prints one JSON line: id,
     verdict, both counters, trust_score, trust_dropped. The second violation lowers the row's
     trust by 0.15, once. Only this command moves these counters (recall, hooks and MCP reads
-    never do), and `promote` reads them. Exit 1 when the memory is missing or tombstoned.
+    never do), and `promote` reads them. Exit 1 when the memory is missing or tombstoned
+    (retired).
     """
     if applied == violated:
         raise UsageError("feedback takes exactly one of --applied or --violated")
