@@ -108,11 +108,21 @@ def floors(rows: int, prompts: list[str], runs: int = 100) -> dict[str, float]:
     return {"embedding": statistics.median(embed), "product": statistics.median(product)}
 
 
+_calls = iter(range(1 << 30))
+
+
+def _session() -> str:
+    """A new session id for every prompt: nothing is in its context yet, so every prompt does
+    the whole work (recall, gate, render, the surface write and the record of what the context
+    holds, issue 33); one id for all would make repeated prompts answer "seen" and cheaper."""
+    return f"bench-{os.getpid()}-{next(_calls)}"
+
+
 def run_hook(
     env: dict[str, str], cwd: Path, prompt: str, check: bool = True,
     launch: tuple[str, str] = (sys.executable, str(LAUNCHER)),
 ) -> float:  # fmt: skip
-    payload = json.dumps({"session_id": "bench", "cwd": str(cwd), "prompt": prompt})
+    payload = json.dumps({"session_id": _session(), "cwd": str(cwd), "prompt": prompt})
     t0 = time.perf_counter()
     done = subprocess.run(
         # -S: as the hosts' launch commands run it
@@ -136,7 +146,7 @@ def ask_directly(
     from zmem.resident import wire
     from zmem.resident.code import PACKAGE_DIR
 
-    payload = json.dumps({"session_id": "bench", "cwd": str(cwd), "prompt": prompt}).encode()
+    payload = json.dumps({"session_id": _session(), "cwd": str(cwd), "prompt": prompt}).encode()
     request = wire.encode_request(
         "claude", "UserPromptSubmit", pkg or str(PACKAGE_DIR), payload, env
     )
