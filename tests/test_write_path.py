@@ -4,6 +4,7 @@ number guards, link generation, entity links, source refs, append-only update an
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
 
@@ -605,17 +606,18 @@ def test_wal_checkpoints_run_beside_the_writer_and_the_wal_starts_over(store_pat
             add_row(store, f"Lesson {i}: the widget{i} breaks gadget{i * 7} under load").id
             for i in range(400)
         ]
-        largest = wal.stat().st_size  # a WAL file never shrinks while it is open
+        # The WAL header's checkpoint sequence number counts the times the WAL started over.
+        restarts = struct.unpack(">I", wal.read_bytes()[12:16])[0]
         helper = store._conn._checkpointer
         assert helper._thread is not None and helper._thread.is_alive()
     assert not helper._thread.is_alive()
     assert not wal.exists()
     # The WAL started over again and again: 400 adds write ~5,000 pages, and a WAL that never
-    # restarted would hold them all (~20 MB). Idle, it holds about the hard limit plus what
-    # commits while a helper round holds the lock (< 3 x 300 pages); late in a full suite run on
-    # a loaded 2-core machine the helper thread fell behind to 1,426 pages (5.9 MB). The bound
-    # proves the restarts, not a scheduling figure.
-    assert largest < 2000 * (4096 + 24)
+    # restarted would hold them all (~20 MB). On an idle machine it starts over ~30 times;
+    # the file's peak size is a scheduling figure (a helper round that waits on a loaded
+    # disk's fsync lets the writer run ahead: 14 MB was seen in a clean-clone CI run), so the
+    # restarts are what is asserted.
+    assert restarts >= 2
     with MemoryStore.open(store_path) as store:
         assert [store.get(i).id for i in ids] == ids
 
