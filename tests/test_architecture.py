@@ -39,6 +39,7 @@ LAYERS = {
     "embedding": 2,
     "capture": 2,
     "db": 1,
+    "outputs": 1,
     "models": 0,
     "errors": 0,
     "config": 0,

@@ -5,12 +5,14 @@ text at the read commands."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -550,3 +552,336 @@ def test_a_bad_link_score_names_the_option(seeded):
     result = CliRunner().invoke(cli, ["--store", str(path), *args])
     assert result.exit_code == 2
     assert result.stderr.strip() == "zmem: error: --score 5.0 must be between 0 and 1"
+
+
+# ---- the second reliability round (issue 34): records past SQLite's ranges, odd fields ------
+
+
+def _export_row(tmp_path: Path, monkeypatch) -> tuple[Path, dict]:
+    """A store with one row, and that row as export-jsonl writes it."""
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    store = tmp_path / "store.sqlite"
+    with MemoryStore.open(store) as s:
+        s.add("The CI runner uses Python 3.11 for every job", namespace=NS, type="fact",
+              signal="test")  # fmt: skip
+    out = tmp_path / "e.jsonl"
+    assert (
+        CliRunner()
+        .invoke(cli, ["--store", str(store), "export-jsonl", "--out", str(out)])
+        .exit_code
+        == 0
+    )
+    return store, json.loads(out.read_text().splitlines()[0])
+
+
+def _variant(row: dict, n: int, **fields) -> dict:
+    return {**row, "id": f"hostile-{n}", "content": f"Row {n}: widget{n} talks to gadget{n * 13}",
+            **fields}  # fmt: skip
+
+
+BAD_RECORDS = {
+    "counter past int64": {"retrieval_count": 2**63},
+    "counter at int64 max": {"surfaced_count": 2**63 - 1},
+    "counter past a double's integers": {"applied_count": 2**53},
+    "negative counter": {"violated_count": -1},
+    "zero-width space in the namespace": {"namespace": "project:hostile\u200bx"},
+    "bidi mark in the namespace": {"namespace": "project:\u202ehostile"},
+    "valid_from in 9999": {"valid_from": "9999-12-31T23:59:59Z"},
+    "ingestion_ts in 9999": {"ingestion_ts": "9999-12-31T23:59:59Z"},
+    "a time before 1970": {"last_retrieved": "1969-12-31T23:59:59Z"},
+    "valid_until before valid_from": {
+        "valid_from": "2026-11-02T00:00:00Z",
+        "valid_until": "2026-11-01T00:00:00Z",
+        "superseded_at": "2026-11-03T00:00:00Z",
+        "supersede_reason": "retired",
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_RECORDS))
+def test_ingest_refuses_a_record_outside_the_ranges(name, tmp_path, monkeypatch):
+    store, row = _export_row(tmp_path, monkeypatch)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(_variant(row, 1, **BAD_RECORDS[name])) + "\n")
+    before = _bytes(store)
+    result = CliRunner().invoke(cli, ["--store", str(store), "ingest-jsonl", "--in", str(bad)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.strip().splitlines()[-1].startswith("zmem: error: no line of")
+    assert _bytes(store) == before
+
+
+def test_a_bad_record_does_not_cost_the_good_one_beside_it(tmp_path, monkeypatch):
+    store, row = _export_row(tmp_path, monkeypatch)
+    mixed = tmp_path / "mixed.jsonl"
+    good = _variant(row, 1)
+    mixed.write_text(
+        json.dumps(good) + "\n" + json.dumps(_variant(row, 2, retrieval_count=2**63)) + "\n"
+    )
+    result = CliRunner().invoke(
+        cli, ["--store", str(store), "ingest-jsonl", "--in", str(mixed), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["inserted"] == 1 and report["malformed"] == 1
+    assert report["errors"] == [
+        {"line": 2, "error": "retrieval_count must be an integer from 0 to 9007199254740991"}
+    ]
+    with MemoryStore.open(store) as s:
+        assert s.get("hostile-1").content == good["content"]
+
+
+def test_a_counter_at_the_top_stays_an_integer_through_recall_and_export(tmp_path, monkeypatch):
+    """The largest count ingest takes survives a bump as an integer, and another machine's
+    ingest takes the export back (issue 34: 2^63 - 1 became a REAL)."""
+    store, row = _export_row(tmp_path, monkeypatch)
+    top = tmp_path / "top.jsonl"
+    top.write_text(json.dumps(_variant(row, 1, retrieval_count=2**53 - 1)) + "\n")
+    assert (
+        CliRunner().invoke(cli, ["--store", str(store), "ingest-jsonl", "--in", str(top)]).exit_code
+        == 0
+    )
+    args = ["recall", "--query", "widget1 gadget13", "--all-namespaces", "--json"]
+    recall = CliRunner().invoke(cli, ["--store", str(store), *args])
+    assert recall.exit_code == 0 and "hostile-1" in recall.stdout
+    out = tmp_path / "again.jsonl"
+    CliRunner().invoke(cli, ["--store", str(store), "export-jsonl", "--out", str(out)])
+    again = [json.loads(x) for x in out.read_text().splitlines() if '"hostile-1"' in x][0]
+    assert again["retrieval_count"] == 2**53 - 1 and type(again["retrieval_count"]) is int
+    other = tmp_path / "other.sqlite"
+    done = CliRunner().invoke(
+        cli, ["--store", str(other), "ingest-jsonl", "--in", str(out), "--json"]
+    )
+    assert done.exit_code == 0 and json.loads(done.stdout)["malformed"] == 0
+
+
+def test_a_blank_ingest_file_is_refused_and_creates_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("\n  \n\n")
+    store = tmp_path / "new" / "store.sqlite"
+    result = CliRunner().invoke(cli, ["--store", str(store), "ingest-jsonl", "--in", str(blank)])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"zmem: error: {blank} holds no record (it is empty or blank); nothing was written"
+    ]
+    assert not store.exists()
+
+
+# ---- snapshots a restore must refuse ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["schema 99", "no meta table", "empty meta", "claims v12"])
+def test_restore_refuses_a_snapshot_this_build_cannot_open(damage, tmp_path, monkeypatch):
+    import sqlite3
+
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    monkeypatch.setenv("ZMEM_DATA", str(tmp_path / "data"))
+    store = tmp_path / "store.sqlite"
+    with MemoryStore.open(store) as s:
+        s.add("The CI runner uses Python 3.11", namespace=NS, type="fact", signal="test")
+    snap = tmp_path / "snap.sqlite"
+    with MemoryStore.open(store) as s:
+        pass
+    import shutil
+
+    shutil.copyfile(store, snap)
+    conn = sqlite3.connect(snap)
+    conn.execute({"schema 99": "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
+            "no meta table": "DROP TABLE meta",
+            "empty meta": "DELETE FROM meta",
+            # a v13 file that says v12: migration 13 fails on it (its tables exist)
+            "claims v12": "UPDATE meta SET value = '12' WHERE key = 'schema_version'",
+        }[damage])  # fmt: skip
+    conn.commit()
+    conn.close()
+    before = _bytes(store)
+    result = CliRunner().invoke(
+        cli, ["--store", str(store), "restore", "--from", str(snap), "--force"]
+    )
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "nothing touched" in line
+    assert "v99" in line or "no schema version" in line or "cannot be opened by this zmem" in line
+    assert _bytes(store) == before
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".partial-")]
+    assert not (tmp_path / "backups").exists()  # no prerestore copy: nothing was to be undone
+    assert CliRunner().invoke(cli, ["--store", str(store), "stats"]).exit_code == 0
+
+
+def test_restore_migrates_an_older_snapshot_before_it_swaps(tmp_path, monkeypatch):
+    """The staged copy is opened as this build opens a store: a v8 snapshot (migrations 1-8,
+    as a store of that release holds them) is brought up to date there, then swapped in, and
+    the restored store serves every command."""
+    import apsw
+
+    from zmem.db.migrate import SCHEMA_VERSION, load_migrations
+
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    monkeypatch.setenv("ZMEM_DATA", str(tmp_path / "data"))
+    store = tmp_path / "store.sqlite"
+    with MemoryStore.open(store) as s:
+        s.add("The CI runner uses Python 3.11", namespace=NS, type="fact", signal="test")
+    snap = tmp_path / "snap-v8.sqlite"
+    conn = apsw.Connection(str(snap))
+    for m in load_migrations()[:8]:
+        conn.execute(m.sql)
+        if m.step:
+            m.step(conn)
+    conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '8')")
+    conn.close()
+    result = CliRunner().invoke(
+        cli, ["--store", str(store), "restore", "--from", str(snap), "--force", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["prerestore"]  # the store it replaced is kept
+    conn = apsw.Connection(str(store))
+    version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    conn.close()
+    assert version == (str(SCHEMA_VERSION),)
+    assert CliRunner().invoke(cli, ["--store", str(store), "stats"]).exit_code == 0
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".partial-")]
+
+
+# ---- a read-only filesystem and a full disk, made for real -----------------------------------
+
+
+@contextlib.contextmanager
+def _tmpfs(folder: Path, *, size: str, read_only: bool = False) -> Iterator[Path]:
+    """A small tmpfs at `folder` (root only); skipped, with the reason, where none can be
+    mounted."""
+    folder.mkdir(parents=True, exist_ok=True)
+    options = f"{'ro,' if read_only else ''}size={size}"
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root; this run is not root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+@pytest.fixture
+def filled(tmp_path, monkeypatch):
+    """A store of some hundred KB and a verified snapshot of it."""
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    monkeypatch.setenv("ZMEM_DATA", str(tmp_path / "data"))
+    store = tmp_path / "store.sqlite"
+    with MemoryStore.open(store) as s:
+        for i in range(80):
+            s.add(f"Fact {i}: service alpha{i} calls beta{i * 3} over gRPC with retries",
+                  namespace=NS, type="fact", signal="test")  # fmt: skip
+    snap = tmp_path / "snap"
+    done = CliRunner().invoke(cli, ["--store", str(store), "backup", "--out-dir", str(snap)])
+    assert done.exit_code == 0, done.output
+    return store, next(snap.glob("store-*.sqlite"))
+
+
+def _refused_cleanly(store: Path, args: list[str], *, where: Path, why: str) -> None:
+    before = _bytes(store)
+    result = CliRunner().invoke(cli, ["--store", str(store), *args])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("zmem: error: cannot ") and why in line and "Traceback" not in line
+    assert "nothing was written" in line
+    assert _bytes(store) == before
+    for folder in {where, store.parent}:
+        left = [p.name for p in folder.iterdir() if p.name.startswith(".")]
+        assert left == [], f"partial files left in {folder}: {left}"
+
+
+WRITERS = {
+    "backup": lambda out, snap: ["backup", "--out-dir", str(out)],
+    "restore": lambda out, snap: ["restore", "--from", str(snap), "--force", "--out-dir", str(out)],
+    "export-jsonl": lambda out, snap: ["export-jsonl", "--out", str(out / "e.jsonl")],
+    "export-pack": lambda out, snap: ["export-pack", "--namespace", NS, "--out", str(out / "p.md")],
+}
+
+
+@pytest.mark.parametrize("command", list(WRITERS))
+def test_output_to_a_read_only_filesystem_is_one_line(command, filled, tmp_path):
+    store, snap = filled
+    with _tmpfs(tmp_path / "ro", size="1m", read_only=True) as ro:
+        _refused_cleanly(store, WRITERS[command](ro, snap), where=ro,
+                         why="is on a read-only filesystem")  # fmt: skip
+
+
+@pytest.mark.parametrize("command", list(WRITERS))
+def test_output_to_a_full_disk_is_one_line_and_leaves_no_partial_file(command, filled, tmp_path):
+    store, snap = filled
+    with _tmpfs(tmp_path / "full", size="64k") as full:
+        # Filled to the last block, so even the pack (a few KB) cannot be written.
+        subprocess.run(["dd", "if=/dev/zero", f"of={full / 'ballast'}", "bs=4k"],
+                       capture_output=True)  # fmt: skip
+        _refused_cleanly(store, WRITERS[command](full, snap), where=full,
+                         why="no space is left on the device")  # fmt: skip
+        assert [p.name for p in full.iterdir()] == ["ballast"]
+
+
+def test_restore_onto_a_full_disk_leaves_the_store_and_no_partial(filled, tmp_path, monkeypatch):
+    """The store's own folder is full: the staged copy cannot be made; the store is untouched
+    and nothing is left beside it."""
+    store, snap = filled
+    with _tmpfs(tmp_path / "home", size="2m") as home:
+        here = home / "store.sqlite"
+        here.write_bytes(store.read_bytes())
+        subprocess.run(["dd", "if=/dev/zero", f"of={home / 'ballast'}", "bs=4k"],
+                       capture_output=True)  # fmt: skip
+        before = _bytes(here)
+        args = ["restore", "--from", str(snap), "--force", "--out-dir", str(tmp_path / "keep")]
+        result = CliRunner().invoke(cli, ["--store", str(here), *args])
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert "no space is left on the device" in line
+        assert _bytes(here) == before
+        assert sorted(p.name for p in home.iterdir()) == ["ballast", "store.sqlite"]
+
+
+# ---- secrets: the unlabeled AWS key, and what manual ingest keeps -----------------------------
+
+# Assembled at run time: no realistic credential literal lives in the repository.
+AWS_ID = "AKIA" + "Z7Q2X9W4E1R8T5Y3"
+AWS_SECRET = "Qw8" + ("aB3dE5gH7jK9mN1pQ2rS4tU6vW8xY0zC" * 2)[:35] + "+Z"
+
+
+def test_an_unlabeled_aws_secret_key_is_redacted_in_auto_mode_and_never_exported(
+    tmp_path, monkeypatch
+):
+    store, row = _export_row(tmp_path, monkeypatch)
+    text = f"AWS creds for the deploy user: {AWS_ID} / {AWS_SECRET}"
+    added = CliRunner().invoke(cli, ["--store", str(store), "add", "--namespace", NS, "--type",
+                                     "fact", "--capture-mode", "auto", "--content", text,
+                                     "--json"])  # fmt: skip
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.stdout)["warnings"][0] == {"type": "redacted", "count": 2}
+    # The same text arriving through ingest in auto mode: redacted there too.
+    file = tmp_path / "in.jsonl"
+    file.write_text(json.dumps(_variant(row, 1, content=text.replace("deploy", "ci"))) + "\n")
+    done = CliRunner().invoke(cli, ["--store", str(store), "ingest-jsonl", "--in", str(file),
+                                    "--capture-mode", "auto", "--json"])  # fmt: skip
+    assert done.exit_code == 0 and json.loads(done.stdout)["redacted"] == 1
+    dump = tmp_path / "out.jsonl"
+    CliRunner().invoke(cli, ["--store", str(store), "export-jsonl", "--out", str(dump)])
+    pack = CliRunner().invoke(cli, ["--store", str(store), "export-pack", "--namespace", NS])
+    for out in (dump.read_text(), pack.stdout):
+        assert AWS_SECRET not in out and AWS_ID not in out
+        assert "[REDACTED:aws_secret_key_unlabeled]" in out
+
+
+def test_manual_ingest_reports_the_secrets_it_keeps_as_add_does(tmp_path, monkeypatch):
+    store, row = _export_row(tmp_path, monkeypatch)
+    rows = [_variant(row, n, content=f"Row {n} deploy creds {AWS_ID} / {AWS_SECRET} host{n}")
+            for n in range(1, 4)]  # fmt: skip
+    rows.append(_variant(row, 9))  # no secret
+    file = tmp_path / "in.jsonl"
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = CliRunner().invoke(cli, ["--store", str(store), "ingest-jsonl", "--in", str(file),
+                                    "--json"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["inserted"] == 4 and report["secret_warnings"] == 3 and report["redacted"] == 0
+    text = CliRunner().invoke(cli, ["--store", str(store), "ingest-jsonl", "--in", str(file)])
+    assert "look like they hold a secret" in text.stdout

@@ -32,6 +32,9 @@ POSITIVES: list[tuple[str, str, str]] = [
     ("aws_access_key", "ASIA" + "Z2X3C4V5B6N7M8Q9", "sts id {} expires"),
     ("aws_secret_key", "Ab1/" * 10, "aws_secret_access_key = {}\nregion=x"),
     ("aws_secret_key", "9zY+" * 10, '"SecretAccessKey": "{}",'),
+    # Unlabeled, beside the word AWS (issue 34): a random-looking 40-character key.
+    ("aws_secret_key_unlabeled", body(36) + "/k+Q", "AWS login for the deploy user: {} (rotate)"),
+    ("aws_secret_key_unlabeled", "Zq7" + body(37), "aws configure asks for it: {}"),
     ("private_key", PEM, "key file:\n{}\nend of note"),
     ("bearer_token", "abc123" + body(20), "curl -H 'Authorization: Bearer {}' api"),
     ("bearer_token", body(30), "then send bearer {} to the API"),
@@ -73,7 +76,7 @@ def test_every_kind_has_a_positive_example() -> None:
     kinds = set(
         "github_token openai_key aws_access_key aws_secret_key private_key bearer_token"
         " slack_token google_api_key stripe_key jwt npm_token url_credentials"
-        " password_assignment anthropic_key".split()
+        " password_assignment anthropic_key aws_secret_key_unlabeled".split()
     )
     assert {k for k, _, _ in POSITIVES} == kinds
 
@@ -152,6 +155,11 @@ NEGATIVES = [
     "xoxb-your-bot-token-here",
     "if password == other_password: return",
     "the JWT header starts with eyJ",
+    # 40-character tokens beside AWS that are not keys: a name, a hash, a path, no context.
+    "aws s3 sync runs ApplicationConfigurationManagerFactory12 nightly",
+    "aws commit 3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39 fixed uploads",
+    "AWS handler src/handlers/ProcessIncomingOrders/index12.ts",
+    body(36) + "/k+Q is a random token with no cloud context nearby",
 ]
 
 
@@ -220,3 +228,34 @@ def test_redact_is_idempotent(text: str) -> None:
 def test_redact_is_idempotent_on_arbitrary_text(text: str) -> None:
     once, _ = redact(text)
     assert redact(once) == (once, 0)
+
+
+def test_an_unlabeled_aws_pair_is_redacted_whole() -> None:
+    """The access key id and its secret, as people paste them (issue 34): both go."""
+    key_id, secret = "AKIA" + "Z7Q2X9W4E1R8T5Y3", "Qw8" + body(35) + "+Z"
+    out, count = redact(f"creds: {key_id} / {secret}")
+    assert count == 2 and key_id not in out and secret not in out
+    assert out == "creds: [REDACTED:aws_access_key] / [REDACTED:aws_secret_key_unlabeled]"
+
+
+def test_the_kept_benign_corpus_holds_no_secret() -> None:
+    """tests/data/secrets_benign.jsonl: text about AWS with 40-character tokens that are not
+    keys (commit hashes, digests, names, paths, ARNs), and ZMem's own eval corpora of coding
+    memories: none may be redacted."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    texts = [
+        json.loads(line)["text"]
+        for line in (root / "tests" / "data" / "secrets_benign.jsonl").read_text().splitlines()
+    ]
+    for name in ("coding_corpus.jsonl", "paraphrase_corpus.jsonl", "gold.jsonl"):
+        for line in (root / "eval" / name).read_text().splitlines():
+            doc = json.loads(line)
+            texts += [doc[k] for k in ("content", "text", "query") if isinstance(doc.get(k), str)]
+    assert len(texts) > 500
+    hits = [
+        (t, m.kind) for t in texts for m in find_secrets(t) if m.kind == "aws_secret_key_unlabeled"
+    ]
+    assert hits == []

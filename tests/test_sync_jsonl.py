@@ -208,8 +208,10 @@ def test_remote_duplicates_fold_unless_their_polarity_differs(store, run_cli, tm
 
 def test_remote_tombstones_need_allow_tombstones(store, run_cli, tmp_path):
     mine = add_row(store, "The staging host is stage-3")
-    gone = {**lines_of(_export(run_cli, tmp_path))[0], "superseded_at": "2026-11-01T00:00:00Z",
-            "valid_until": "2026-11-01T00:00:00Z", "supersede_reason": "host retired"}  # fmt: skip
+    row = lines_of(_export(run_cli, tmp_path))[0]
+    # Retired on the other machine after it began (an end before the start is refused).
+    gone = {**row, "superseded_at": row["valid_from"], "valid_until": row["valid_from"],
+            "supersede_reason": "host retired"}  # fmt: skip
     path = write_jsonl(tmp_path / "t.jsonl", [gone])
     report = json.loads(run_cli("ingest-jsonl", "--in", str(path), "--json").stdout)
     assert report["tombstones_refused"] == 1 and store.get(mine.id).live

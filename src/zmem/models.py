@@ -35,6 +35,14 @@ MAX_TAG_CHARS = 100
 # beyond any useful answer, and far inside SQLite's 64-bit integers, which a larger number
 # overflows before any check could run.
 MAX_LIMIT = 100_000
+# The largest count a record may carry (retrievals, surfaces, feedback, an episode's tokens):
+# exact in every JSON reader (a double's integer range) and far below SQLite's 64-bit limit,
+# so no bump ever turns a count into a REAL that another machine's ingest would refuse.
+MAX_COUNT = 2**53 - 1
+# How far ahead of this machine's clock a recorded time may be (clocks drift; a day is
+# generous): a time past it would sort as newest forever and is refused at every boundary.
+CLOCK_SKEW_S = 86_400
+EARLIEST_INSTANT = "1970-01-01T00:00:00.000000Z"  # the stored shape: times compare as text
 
 # Tags the system itself sets; they describe one row's capture and never spread to neighbours.
 INJECTION_TAG = "prompt-injection-risk"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 
 from zmem.capture.controls import has_controls
 from zmem.errors import Refusal, UsageError
@@ -15,6 +16,8 @@ from zmem.models import GLOBAL_NAMESPACE, MAX_NAMESPACE_CHARS
 _SQUASH = re.compile(r"[^a-z0-9]")
 _SHAPE = re.compile(r"^([a-z][a-z0-9_-]*):(.+)$")
 _CANONICAL_SQUASHED = "userglobal"
+# Format (zero-width, bidi), private-use, surrogate and unassigned code points.
+_INVISIBLE = frozenset({"Cf", "Co", "Cs", "Cn"})
 
 
 def _edit_distance(a: str, b: str, cap: int) -> int:
@@ -63,6 +66,13 @@ def _check(namespace: str) -> None:
         raise UsageError(f"namespace is longer than {MAX_NAMESPACE_CHARS} characters")
     if any(ch.isspace() for ch in namespace) or has_controls(namespace):
         raise UsageError(f"namespace {namespace!r} contains whitespace or control characters")
+    if any(unicodedata.category(ch) in _INVISIBLE for ch in namespace):
+        # A zero-width space or a direction mark makes a namespace that looks like another one
+        # and matches nothing (scoped tokens, the hooks' derived key).
+        raise UsageError(
+            f"namespace {namespace!r} contains invisible or unassigned characters "
+            "(zero-width, direction marks, private use)"
+        )
     shape = _SHAPE.match(namespace)
     if shape is None and not is_near_miss_global(namespace):
         raise UsageError(

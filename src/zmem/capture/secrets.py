@@ -6,6 +6,7 @@ non-overlapping list, and the ``[REDACTED:<kind>]`` replacement applied before s
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,6 +94,34 @@ def _check_url_password(_m: re.Match[str], value: str) -> bool:
     return not _is_placeholder(value)
 
 
+_AWS_NEAR = re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])|(?i:\baws\b)")
+_AWS_CONTEXT = 200
+
+
+def _entropy(value: str) -> float:
+    counts: dict[str, int] = {}
+    for ch in value:
+        counts[ch] = counts.get(ch, 0) + 1
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def _check_unlabeled_aws_secret(m: re.Match[str], value: str) -> bool:
+    """A 40-character secret access key with no label: kept only beside an access key id or
+    the word AWS (keys travel in pairs), mixed like a random key (upper, lower and digits, not
+    hexadecimal) and as varied as one (a random 40-character key scores over 4.2 bits a
+    character; names and paths of that length score under it)."""
+    if _is_placeholder(value) or not _has_digit_and_letter(value):
+        return False
+    if not (any(c.isupper() for c in value) and any(c.islower() for c in value)):
+        return False
+    if all(c in "0123456789abcdefABCDEF" for c in value) or _entropy(value) < 4.2:
+        return False
+    text = m.string
+    near = text[max(0, m.start() - _AWS_CONTEXT) : m.end() + _AWS_CONTEXT]
+    return _AWS_NEAR.search(near) is not None
+
+
 _KEY_NAME = (
     r"(?:pass(?:word|wd|phrase)|pwd|secret(?:[_-]?key)?|api[_-]?key|apikey"
     r"|access[_-]?key|private[_-]?key|token)"
@@ -130,6 +159,11 @@ _PATTERN_SPECS: tuple[tuple[str, str, _Check | None], ...] = (
         r"(?i:aws[_.-]?secret[_.-]?(?:access[_.-]?)?key|secret[_.-]?access[_.-]?key)"
         r"[\"']?[ \t]*(?::=|=>|=|:)[ \t]*[\"']?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
         None,
+    ),
+    (
+        "aws_secret_key_unlabeled",
+        r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+        _check_unlabeled_aws_secret,
     ),
     ("slack_token", r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,255}+", _check_entropy_token),
     ("google_api_key", r"(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])", None),
@@ -187,6 +221,7 @@ _ANCHORS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "stripe_key": (("k_live_", "k_test_"), ()),
     "aws_access_key": (("AKIA", "ASIA"), ()),
     "aws_secret_key": ((), ("secret",)),
+    "aws_secret_key_unlabeled": (("AKIA", "ASIA"), ("aws",)),
     "slack_token": (("xox",), ()),
     "google_api_key": (("AIza",), ()),
     "npm_token": (("npm_",), ()),

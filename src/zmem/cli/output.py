@@ -292,6 +292,11 @@ def ingest_text(r: Mapping[str, Any]) -> str:
         )
     if r["redacted"]:
         lines.append(f"{r['redacted']} rows had secrets redacted")
+    if r.get("secret_warnings"):
+        lines.append(
+            f"{r['secret_warnings']} rows stored verbatim though they look like they hold a "
+            "secret (capture mode is not auto); never keep credentials in the store"
+        )
     if r["injection_risk"]:
         lines.append(f"{r['injection_risk']} rows tagged prompt-injection-risk")
     return "\n".join(lines)

@@ -3,11 +3,11 @@ hand-off), export-jsonl and ingest-jsonl (box-to-box sync)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
+from zmem import outputs
 from zmem.cli import cli, output, scope
 from zmem.config import CAPTURE_MODES
 from zmem.errors import UsageError
@@ -15,23 +15,9 @@ from zmem.models import MAX_LIMIT
 
 
 def _write_atomically(out: str, fill) -> Path:
-    """`fill(write)` into a temporary file beside OUT, renamed over it only when complete: a
-    failed export never leaves half a file where a good one was."""
-    path = Path(out).expanduser()
-    if path.is_dir():
-        raise UsageError(f"--out {out} is a directory")
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as handle:
-            fill(handle.write)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    """`fill(write)` into OUT, whole or not at all: a failed export never leaves half a file
+    where a good one was, and a read-only or full disk is one line (zmem.outputs)."""
+    return outputs.write_text(Path(out).expanduser(), fill, f"write {out}")
 
 
 @cli.command("export-pack")
@@ -160,6 +146,10 @@ def ingest_jsonl(obj, in_, source_ref, allow_tombstones, capture_mode, as_json):
     path = Path(in_).expanduser()
     if not path.is_file():
         raise UsageError(f"--in {in_}: no such file")
+    from zmem.sync.prepare import has_records
+
+    if not has_records(path):  # before the store is opened: a blank file creates nothing
+        raise UsageError(f"{in_} holds no record (it is empty or blank); nothing was written")
     bar = output.progress_bar("ingest")
     try:
         report = obj.store(create=True).ingest_jsonl(

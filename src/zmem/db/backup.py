@@ -1,7 +1,7 @@
 """The SQL side of snapshots: copying a live store with SQLite's Online Backup API from one
 consistent read snapshot (writers keep committing meanwhile, in WAL), and verifying a copy
-(integrity_check and the total/live row counts). Files, locks and retention are the
-maintenance layer's."""
+(integrity_check and the total/live row counts, the schema a copy records, opening a copy as
+this build opens a store). Files, locks and retention are the maintenance layer's."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import apsw
+
+from zmem.db.connect import connect
+from zmem.db.migrate import migrate, schema_version
 
 # Pages copied per backup step: each step is short, and progress is reported between them.
 STEP_PAGES = 1024
@@ -80,5 +83,30 @@ def checkpoint(path: Path) -> bool:
         return True
     except apsw.Error:
         return False
+    finally:
+        conn.close()
+
+
+def schema_of(path: Path) -> int:
+    """The schema version a store file records (0 when it has no meta table or no version);
+    -1 when it cannot be read."""
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error:
+        return -1
+    try:
+        return schema_version(conn)
+    except (apsw.Error, ValueError):
+        return -1
+    finally:
+        conn.close()
+
+
+def upgrade(path: Path, allow_newer: bool) -> int:
+    """Open a copy of a store as this build opens a store: its migrations applied. Returns the
+    version it is at; SchemaError or apsw.Error when this build cannot use it."""
+    conn = connect(path)
+    try:
+        return migrate(conn, allow_newer)
     finally:
         conn.close()

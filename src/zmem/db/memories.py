@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import apsw
 
 from zmem.db import vectors
-from zmem.models import Memory
+from zmem.models import MAX_COUNT, Memory
 
 _COLUMNS = (
     "rid, id, content, type, tags, namespace, signal, confidence, taint, trust_score, "
@@ -394,15 +394,17 @@ def successor_of(conn: apsw.Connection, memory_id: str) -> str | None:
 
 def bump_retrieved(conn: apsw.Connection, ids: Sequence[str], at: str) -> None:
     conn.executemany(
-        "UPDATE memory SET retrieval_count = retrieval_count + 1, last_retrieved = ? WHERE id = ?",
-        [(at, i) for i in ids],
+        "UPDATE memory SET retrieval_count = min(retrieval_count + 1, ?), last_retrieved = ? "
+        "WHERE id = ?",
+        [(MAX_COUNT, at, i) for i in ids],
     )
 
 
 def record_surfaced(conn: apsw.Connection, ids: Sequence[str], at: str) -> None:
     conn.executemany(
-        "UPDATE memory SET surfaced_count = surfaced_count + 1, last_surfaced = ? WHERE id = ?",
-        [(at, i) for i in ids],
+        "UPDATE memory SET surfaced_count = min(surfaced_count + 1, ?), last_surfaced = ? "
+        "WHERE id = ?",
+        [(MAX_COUNT, at, i) for i in ids],
     )
 
 
@@ -438,8 +440,8 @@ def record_feedback(
     0). Returns (applied, violated, trust, trust dropped), or None when the row is not live."""
     column = "applied_count" if verdict == "applied" else "violated_count"
     conn.execute(
-        f"UPDATE memory SET {column} = {column} + 1 WHERE id = ? AND superseded_at IS NULL",
-        (memory_id,),
+        f"UPDATE memory SET {column} = min({column} + 1, ?) WHERE id = ? AND superseded_at IS NULL",
+        (MAX_COUNT, memory_id),
     )
     if conn.changes() != 1:
         return None

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,13 +21,14 @@ from typing import Any
 
 import apsw
 
-from zmem import config
+from zmem import config, outputs
 from zmem.db import backup as db
 from zmem.db import connect
-from zmem.errors import NotFound, Refusal, StoreBusy, UsageError
+from zmem.db.migrate import SCHEMA_VERSION
+from zmem.errors import NotFound, Refusal, SchemaError, StoreBusy, UsageError
 
 SNAPSHOT_GLOB = "store-*.sqlite"
-PARTIAL_PREFIX = ".partial-"
+PARTIAL_PREFIX = outputs.PARTIAL_PREFIX
 MARKER = "backup.last"  # in the data dir: when and where the last verified backup went
 LOCKS = ("backup", "consolidate")  # restore takes both
 # Network and cloud-synced filesystems: SQLite's locking is unreliable there (restore refuses).
@@ -128,38 +128,39 @@ def backup(
             return BackupResult(skipped="not due", last_backup=marker["at"])
     target_dir = backup_dir(settings, out_dir)
     with maintenance_lock(data_dir, "backup"):
-        target_dir.mkdir(parents=True, exist_ok=True)
+        outputs.ensure_folder(target_dir, "write the backup")
         for stale in target_dir.glob(PARTIAL_PREFIX + "*"):
-            stale.unlink(missing_ok=True)  # a killed run's copy: never a backup
+            outputs.discard(stale)  # a killed run's copy: never a backup
         at = config.now_iso()
         final = target_dir / f"store-{_stamp()}.sqlite"
         n = 1
         while final.exists():  # a pinned clock (ZMEM_TEST_NOW) must not overwrite a snapshot
             final = target_dir / f"store-{_stamp()}-{n}.sqlite"
             n += 1
-        partial = target_dir / f"{PARTIAL_PREFIX}{final.name}"
-        source = connect.connect(store)
-        try:
-            expected = db.snapshot(source, partial, progress)
-        except apsw.Error as exc:
-            partial.unlink(missing_ok=True)
-            raise Refusal(f"the backup could not copy {store} ({exc}); run `zmem doctor`") from None
-        finally:
-            source.close()
-        status, found = db.verify(partial)
-        if status != "ok" or found != expected:
-            partial.unlink(missing_ok=True)
-            raise Refusal(
-                f"the snapshot failed verification (integrity {status!r}, rows {found} against "
-                f"{expected} in the store): deleted, nothing rotated"
-            )
-        os.replace(partial, final)
+        with outputs.whole(final, "write the backup") as partial:
+            source = connect.connect(store)
+            try:
+                expected = db.snapshot(source, partial, progress)
+            except (apsw.FullError, apsw.ReadOnlyError, apsw.CantOpenError, apsw.IOError):
+                raise  # the destination's fault: `outputs` says where and why
+            except apsw.Error as exc:
+                raise Refusal(
+                    f"the backup could not read {store} ({exc}); run `zmem doctor`"
+                ) from None
+            finally:
+                source.close()
+            status, found = db.verify(partial)
+            if status != "ok" or found != expected:
+                raise Refusal(
+                    f"the snapshot failed verification (integrity {status!r}, rows {found} "
+                    f"against {expected} in the store): deleted, nothing rotated"
+                )
         _write_marker(data_dir, {"at": at, "path": str(final)})
         pruned: list[str] = []
         if retention:
             snapshots = sorted(target_dir.glob(SNAPSHOT_GLOB))
             for old in snapshots[: max(0, len(snapshots) - retention)]:
-                old.unlink(missing_ok=True)
+                outputs.discard(old)
                 pruned.append(str(old))
     return BackupResult(
         path=str(final),
@@ -222,24 +223,25 @@ def _keep_prerestore(store: Path, folder: Path) -> Path | None:
     """A copy of the current store (the rollback path), named outside the retention glob."""
     if not store.exists():
         return None
-    folder.mkdir(parents=True, exist_ok=True)
+    outputs.ensure_folder(folder, "keep the prerestore copy")
     dest = folder / f"prerestore-{_stamp()}.sqlite"
-    partial = folder / f"{PARTIAL_PREFIX}{dest.name}"
+    doing = "keep the prerestore copy of the current store"
     try:
-        source = connect.connect(store)
-        try:
-            db.snapshot(source, partial)
-        finally:
-            source.close()
+        with outputs.whole(dest, doing) as partial:
+            source = connect.connect(store)
+            try:
+                db.snapshot(source, partial)
+            finally:
+                source.close()
+    except Refusal:
+        raise
     except apsw.Error:
         # The store may be why we are restoring: keep its files exactly as they are.
-        partial.unlink(missing_ok=True)
-        shutil.copy2(store, partial)
+        outputs.copy_file(store, dest, doing)
         for suffix in ("-wal", "-shm"):
             side = Path(str(store) + suffix)
             if side.exists():
-                shutil.copy2(side, Path(str(dest) + suffix))
-    os.replace(partial, dest)
+                outputs.copy_file(side, Path(str(dest) + suffix), doing)
     return dest
 
 
@@ -282,20 +284,44 @@ def _restore_locked(
             f"the snapshot {source} is not a sound ZMem store (integrity {status!r}); "
             "nothing touched"
         )
-    # Fold the current WAL in first: once the sidecars go, nothing they held is lost.
-    if store.exists():
-        db.checkpoint(store)
-    kept = _keep_prerestore(store, backup_dir(settings, out_dir))
-    store.parent.mkdir(parents=True, exist_ok=True)
-    staged = store.parent / f"{PARTIAL_PREFIX}{store.name}"
-    shutil.copyfile(source, staged)
-    with open(staged, "rb+") as fh:
-        os.fsync(fh.fileno())
-    os.chmod(staged, 0o600)
-    # Old sidecars must not meet the new file: a stale WAL replayed onto it would corrupt it.
-    for suffix in ("-wal", "-shm"):
-        Path(str(store) + suffix).unlink(missing_ok=True)
-    os.replace(staged, store)
+    _check_schema(source, settings.allow_newer_schema)
+    # The copy is staged beside the store and opened as this build opens a store (its
+    # migrations applied) before anything of the current store is touched.
+    staged = outputs.partial_path(store)
+    doing = "stage the snapshot beside the store"
+    outputs.ensure_folder(store.parent, doing)
+    try:
+        outputs.copy_file(source, staged, doing, mode=0o600)
+        db.upgrade(staged, settings.allow_newer_schema)
+        status, found = db.verify(staged)
+        if status != "ok" or found != expected:
+            raise Refusal(
+                f"the snapshot {source} did not survive being opened by this zmem (integrity "
+                f"{status!r}, rows {found}); nothing touched"
+            )
+        # Fold the current WAL in first: once the sidecars go, nothing they held is lost.
+        if store.exists():
+            db.checkpoint(store)
+        kept = _keep_prerestore(store, backup_dir(settings, out_dir))
+        # Old sidecars must not meet the new file: a stale WAL replayed onto it would corrupt it.
+        for suffix in ("-wal", "-shm"):
+            Path(str(store) + suffix).unlink(missing_ok=True)
+        os.replace(staged, store)
+        outputs.discard(staged, sidecars=True)  # what SQLite left of the staged copy's opening
+    except SchemaError as exc:
+        outputs.discard(staged, sidecars=True)
+        raise Refusal(f"the snapshot {source} cannot be opened by this zmem ({exc}); nothing "
+                      "touched") from None  # fmt: skip
+    except (OSError, apsw.FullError, apsw.ReadOnlyError, apsw.IOError) as exc:
+        outputs.discard(staged, sidecars=True)
+        raise outputs.refusal(exc, store, "restore the store") from None
+    except apsw.Error as exc:
+        outputs.discard(staged, sidecars=True)
+        raise Refusal(f"the snapshot {source} cannot be opened by this zmem ({exc}); nothing "
+                      "touched") from None  # fmt: skip
+    except BaseException:
+        outputs.discard(staged, sidecars=True)
+        raise
     status, found = db.verify(store)
     if status != "ok" or found != expected:
         raise Refusal(
@@ -303,3 +329,19 @@ def _restore_locked(
             f"the previous store is kept at {kept}"
         )
     return RestoreResult(str(source), str(store), str(kept) if kept else None, *expected)
+
+
+def _check_schema(source: Path, allow_newer: bool) -> None:
+    """A snapshot this build can open: a meta table with a schema version it knows (or a newer
+    one the user allows), so that a restore never swaps in a file every command then refuses."""
+    version = db.schema_of(source)
+    if version <= 0:
+        raise Refusal(
+            f"the snapshot {source} records no schema version (its meta table is missing or "
+            "empty): it is not a ZMem store this zmem can open; nothing touched"
+        )
+    if version > SCHEMA_VERSION and not allow_newer:
+        raise Refusal(
+            f"the snapshot {source} is schema v{version}, newer than this zmem (v{SCHEMA_VERSION})"
+            "; update zmem first (or ZMEM_ALLOW_NEWER_SCHEMA=1); nothing touched"
+        )

@@ -32,7 +32,7 @@ from zmem.maintenance import bounded
 from zmem.maintenance.backup import maintenance_lock
 from zmem.maintenance.clusters import Cluster, Vectors, plan_clusters
 from zmem.maintenance.nli import Judge
-from zmem.models import Memory, clamp_trust, worst_taint
+from zmem.models import MAX_COUNT, Memory, clamp_trust, worst_taint
 from zmem.tokens import similarity_norm
 
 LOCK = "consolidate"  # one lock for consolidate and organize (and restore takes it too)
@@ -134,12 +134,12 @@ def merged_state(keeper: Memory, absorbed: Sequence[tuple[Memory, str]]) -> dict
         "merged_from": list(merged_from),
         "refreshed_at": max(m.refreshed_at or m.valid_from for m in rows),
         "counters": {
-            "retrieval_count": sum(m.retrieval_count for m in rows),
+            "retrieval_count": min(MAX_COUNT, sum(m.retrieval_count for m in rows)),
             "last_retrieved": _latest(*(m.last_retrieved for m in rows)),
-            "surfaced_count": sum(m.surfaced_count for m in rows),
+            "surfaced_count": min(MAX_COUNT, sum(m.surfaced_count for m in rows)),
             "last_surfaced": _latest(*(m.last_surfaced for m in rows)),
-            "applied_count": sum(m.applied_count for m in rows),
-            "violated_count": sum(m.violated_count for m in rows),
+            "applied_count": min(MAX_COUNT, sum(m.applied_count for m in rows)),
+            "violated_count": min(MAX_COUNT, sum(m.violated_count for m in rows)),
         },
     }
 

@@ -51,6 +51,9 @@ class IngestReport:
     capture_refused: int = 0
     malformed: int = 0
     redacted: int = 0
+    # Rows kept verbatim (capture mode manual or reviewed) though they look like they hold a
+    # secret: what `auto` would have redacted, reported as `add` reports it.
+    secret_warnings: int = 0
     injection_risk: int = 0
     links_added: int = 0
     links_present: int = 0
@@ -353,6 +356,7 @@ def ingest_chunks(
                     members.append(record)
                 else:
                     report.redacted += record.redacted
+                    report.secret_warnings += record.secret_warning
                     report.injection_risk += record.injection
                     for reason in record.bad_links:
                         report.links_skipped += 1

@@ -36,6 +36,15 @@ def count_lines(path: Path) -> int:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+def has_records(path: Path) -> bool:
+    """Whether the file holds anything but blank lines (read until the first that is not)."""
+    try:
+        with path.open("rb") as handle:
+            return any(raw.strip() for raw in handle)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def _chunks(path: Path) -> Iterator[list[tuple[int, bytes]]]:
     chunk: list[tuple[int, bytes]] = []
     with path.open("rb") as handle:
@@ -90,6 +99,7 @@ def _line(raw: bytes, number: int, now: str, capture_mode: str, source_ref: str 
     )
     kinds = {w["type"] for w in row.warnings}
     record.redacted = "redacted" in kinds or REDACTED_TAG in row.tags
+    record.secret_warning = "secret_warning" in kinds
     record.injection = "injection_risk" in kinds
     f.update(
         content=row.content,

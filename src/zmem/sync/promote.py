@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from zmem import outputs
 from zmem.capture.secrets import find_secrets
 from zmem.errors import Refusal, UsageError
 from zmem.models import Memory
@@ -106,14 +107,7 @@ def candidate_dir(data_dir: Path, m: Memory) -> Path:
 
 
 def _atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    outputs.write_text(path, lambda write: write(text), f"write {path.name}")
 
 
 def write_candidate(data_dir: Path, m: Memory, text: str) -> Path:

@@ -7,12 +7,24 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from zmem.capture.namespaces import validate_namespace
-from zmem.config import normalize_instant
+from zmem.config import format_instant, normalize_instant, parse_instant
 from zmem.errors import ZMemError
-from zmem.models import LINK_RELATIONS, MEMORY_TYPES, SIGNALS, TAINTS, Episode, Link, Memory
+from zmem.models import (
+    CLOCK_SKEW_S,
+    EARLIEST_INSTANT,
+    LINK_RELATIONS,
+    MAX_COUNT,
+    MEMORY_TYPES,
+    SIGNALS,
+    TAINTS,
+    Episode,
+    Link,
+    Memory,
+)
 
 KINDS = ("memory", "episode", "episode_memory")
 # Exported ids are UUIDs; other writers' ids are accepted when they are this plain (lowercase,
@@ -79,6 +91,7 @@ class MemoryRecord:
     norm: str = ""  # similarity_norm of a live row's content
     mentions: tuple[Any, ...] = ()  # extract_entities(content, tags)
     redacted: bool = False
+    secret_warning: bool = False  # kept verbatim (manual / reviewed) though it looks secret
     injection: bool = False
 
 
@@ -107,19 +120,25 @@ def parse(obj: Any, line: int, now: str) -> MemoryRecord | EpisodeRecord | Membe
     if not isinstance(obj, dict):
         raise BadRecord("not a JSON object")
     kind = kind_of(obj)
+    latest = _latest(now)
     if kind == "episode":
-        return _episode(obj, line)
+        return _episode(obj, line, latest)
     if kind == "episode_memory":
         return MembershipRecord(
             line,
             _id(obj.get("episode_id"), "episode_id"),
             _id(obj.get("memory_id"), "memory_id"),
-            _time(obj.get("added_at"), "added_at") or now,
+            _time(obj.get("added_at"), "added_at", latest) or now,
         )
-    return _memory(obj, line, now)
+    return _memory(obj, line, now, latest)
 
 
-def _memory(obj: dict[str, Any], line: int, now: str) -> MemoryRecord:
+def _latest(now: str) -> str:
+    """The latest time a record may carry: this machine's clock plus CLOCK_SKEW_S."""
+    return format_instant(parse_instant(now) + timedelta(seconds=CLOCK_SKEW_S))
+
+
+def _memory(obj: dict[str, Any], line: int, now: str, latest: str) -> MemoryRecord:
     content = obj.get("content")
     if not isinstance(content, str):
         raise BadRecord("content is missing or not text")
@@ -159,30 +178,29 @@ def _memory(obj: dict[str, Any], line: int, now: str) -> MemoryRecord:
         "merged_from": _merged_from(obj.get("merged_from", [])),
     }
     for name in _TIMES:
-        fields[name] = _time(obj.get(name), name)
+        fields[name] = _time(obj.get(name), name, latest)
     fields["ingestion_ts"] = fields["ingestion_ts"] or now
     fields["valid_from"] = fields["valid_from"] or fields["ingestion_ts"]
     if fields["superseded_at"] is None and fields["valid_until"] is not None:
         # A live row with an end of validity is how `invalidate` never leaves one.
         raise BadRecord("valid_until is set on a row that is not superseded")
+    if fields["valid_until"] is not None and fields["valid_until"] < fields["valid_from"]:
+        raise BadRecord("valid_until is earlier than valid_from")
     for name in _COUNTERS:
-        value = obj.get(name, 0)
-        if type(value) is not int or value < 0:
-            raise BadRecord(f"{name} must be a non-negative integer")
-        fields[name] = value
+        fields[name] = _count(obj.get(name, 0), name)
     record = MemoryRecord(line, fields)
     raw_links = obj.get("links", [])
     if not isinstance(raw_links, list):
         raise BadRecord("links must be a list")
     for i, link in enumerate(raw_links, 1):
         try:
-            record.links.append(_link(link, fields["id"]))
+            record.links.append(_link(link, fields["id"], latest))
         except BadRecord as exc:
             record.bad_links.append(f"link {i}: {exc}")
     return record
 
 
-def _link(obj: Any, src: str) -> dict[str, Any]:
+def _link(obj: Any, src: str, latest: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise BadRecord("not an object")
     dst = _id(obj.get("dst"), "dst")
@@ -198,20 +216,27 @@ def _link(obj: Any, src: str) -> dict[str, Any]:
         "dst": dst,
         "relation": relation,
         "score": None if score is None else float(score),
-        "created_at": _time(obj.get("created_at"), "created_at"),
+        "created_at": _time(obj.get("created_at"), "created_at", latest),
     }
 
 
-def _episode(obj: dict[str, Any], line: int) -> EpisodeRecord:
+def _episode(obj: dict[str, Any], line: int, latest: str) -> EpisodeRecord:
     namespace = obj.get("namespace")
     if not isinstance(namespace, str) or not namespace.strip():
         raise BadRecord("namespace is missing or not text")
-    started = _time(obj.get("started_at"), "started_at")
+    try:
+        validate_namespace(namespace)
+    except ZMemError as exc:
+        raise BadRecord(str(exc)) from None
+    started = _time(obj.get("started_at"), "started_at", latest)
     if started is None:
         raise BadRecord("started_at is missing")
+    ended = _time(obj.get("ended_at"), "ended_at", latest)
+    if ended is not None and ended < started:
+        raise BadRecord("ended_at is earlier than started_at")
     tokens = obj.get("token_count")
-    if tokens is not None and (type(tokens) is not int or tokens < 0):
-        raise BadRecord("token_count must be a non-negative integer or null")
+    if tokens is not None:
+        tokens = _count(tokens, "token_count")
     summary = obj.get("summary_memory_id")
     return EpisodeRecord(
         line,
@@ -219,7 +244,7 @@ def _episode(obj: dict[str, Any], line: int) -> EpisodeRecord:
             id=_id(obj.get("id"), "id"),
             namespace=namespace,
             started_at=started,
-            ended_at=_time(obj.get("ended_at"), "ended_at"),
+            ended_at=ended,
             token_count=tokens,
             summary_memory_id=None if summary is None else _id(summary, "summary_memory_id"),
         ),
@@ -260,15 +285,28 @@ def _merged_from(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
-def _time(value: Any, name: str) -> str | None:
+def _count(value: Any, name: str) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
+        raise BadRecord(f"{name} must be an integer from 0 to {MAX_COUNT}")
+    return value
+
+
+def _time(value: Any, name: str, latest: str) -> str | None:
     """The instant in the store's one canonical shape. Stored times compare as text (--as-of,
     recency), so a file's "+00:00", naive or date-only time is normalized, never kept as
-    written; an export of a store is already canonical and round-trips unchanged."""
+    written; an export of a store is already canonical and round-trips unchanged. A time
+    before 1970 or past this machine's clock (plus a day of drift) is refused: it would sort
+    before everything or as the newest row forever."""
     if value is None:
         return None
     if not isinstance(value, str):
         raise BadRecord(f"{name} must be an ISO-8601 time or null")
     try:
-        return normalize_instant(value)
+        instant = normalize_instant(value)
     except ZMemError:
         raise BadRecord(f"{name} {value[:40]!r} is not an ISO-8601 time") from None
+    if instant > latest:
+        raise BadRecord(f"{name} {value[:40]!r} is in the future (later than {latest})")
+    if instant < EARLIEST_INSTANT:
+        raise BadRecord(f"{name} {value[:40]!r} is before 1970")
+    return instant
