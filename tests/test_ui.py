@@ -123,16 +123,60 @@ def test_without_the_token_every_path_is_401(served):
     assert status == 401
 
 
-def test_the_token_link_sets_a_strict_cookie_and_leaves_the_url(served):
-    server, client, _, _ = served
-    status, headers, _ = client.request(
-        "GET", f"/memories?type=fact&token={server.token}", cookie=False
-    )
-    assert status == 303
-    assert headers["location"] == "/memories?type=fact"
-    cookie = headers["set-cookie"]
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
-    assert server.token not in cookie  # the cookie carries a digest, not the token
+def test_the_token_link_sets_a_strict_cookie_and_works_once(tmp_path):
+    """The link sets the session cookie and leaves the URL; it opens one browser, once: a copy
+    of it (a shell history, a screen share) opens nothing more, while the browser that opened
+    it keeps its session (issue 34)."""
+    env = _env(tmp_path)
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            if key.startswith("ZMEM_"):
+                mp.setenv(key, value)
+        seed(tmp_path / "store.sqlite", tmp_path / "data")
+    with ui_server(env=env, cwd=tmp_path) as server:
+        first = Client(server.port)
+        status, headers, _ = first.request(
+            "GET", f"/memories?type=fact&token={server.token}", cookie=False
+        )
+        assert status == 303
+        assert headers["location"] == "/memories?type=fact"
+        cookie = headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+        assert server.token not in cookie  # the cookie carries a digest, not the token
+        first.cookie = cookie.split(";")[0]
+        assert first.request("GET", "/")[0] == 200
+        # The same link again, from another browser: refused, and no cookie.
+        status, headers, body = Client(server.port).request(
+            "GET", f"/?token={server.token}", cookie=False
+        )
+        assert status == 401 and "set-cookie" not in headers and "already opened" in body
+        # From the browser that opened it: back to the clean URL, its session as it was.
+        status, headers, _ = first.request("GET", f"/entities?token={server.token}")
+        assert status == 303 and headers["location"] == "/entities"
+        assert "set-cookie" not in headers
+
+
+def test_a_post_naming_another_site_is_refused_even_with_the_csrf_token(served):
+    """Origin, else Referer, must name the inspector itself (issue 34: a valid CSRF token with
+    no Origin and `Referer: evil.example` was accepted)."""
+    _, client, ids, tmp = served
+    before = table_counts(tmp / "store.sqlite")
+    target = f"/memory/{ids['deploy']}/invalidate"
+    fields = {"reason": "cross-site", "csrf": client.csrf()}
+    for headers in (
+        {"Referer": "http://evil.example/page"},
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+        {"Origin": "http://evil.example", "Referer": f"http://127.0.0.1:{client.port}/"},
+    ):
+        status, _, _ = client.request("POST", target, fields, headers=headers)
+        assert status == 403, headers
+    assert table_counts(tmp / "store.sqlite") == before
+    # Its own pages pass the origin check (an empty reason is then the library's refusal).
+    own = {"Referer": f"http://127.0.0.1:{client.port}/memory/{ids['deploy']}"}
+    status, _, _ = client.request("POST", target, {**fields, "reason": ""}, headers=own)
+    assert status != 403
+    assert table_counts(tmp / "store.sqlite") == before
 
 
 def test_pages_answer_with_protective_headers(served):
@@ -187,7 +231,8 @@ def test_odd_tokens_are_refused_cleanly_and_the_link_cannot_redirect_away(served
         ("/\\evil.example/", "/evil.example/"),
         ("/memory/a%3Fb", "/memory/a%3Fb"),
     ):
-        status, headers, _ = client.request("GET", f"{path}?token={server.token}", cookie=False)
+        # (from the browser the link opened: the link works once, its session stays)
+        status, headers, _ = client.request("GET", f"{path}?token={server.token}")
         assert status == 303 and headers["location"] == expected, path
 
 
@@ -218,6 +263,18 @@ def test_a_non_loopback_address_needs_an_explicit_host(tmp_path):
     assert not (tmp_path / "store.sqlite").exists()  # refused before the store is opened
 
 
+def test_the_inspector_of_a_missing_store_creates_nothing(tmp_path):
+    """Reads never create a store (issue 34: `zmem ui` made an empty one)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "zmem", "ui", "--no-open", "--port", "0"],
+        env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("zmem: error: no store at") and "zmem add" in line
+    assert not (tmp_path / "store.sqlite").exists() and not (tmp_path / "data").exists()
+
+
 def test_an_empty_host_is_refused(tmp_path):
     env = _env(tmp_path)
     env["ZMEM_UI_HOST"] = "0.0.0.0"
@@ -231,6 +288,8 @@ def test_an_empty_host_is_refused(tmp_path):
 
 def test_an_explicit_host_listens_and_warns(tmp_path):
     env = _env(tmp_path)
+    with MemoryStore.open(tmp_path / "store.sqlite", create=True):
+        pass  # the inspector reads a store; it never creates one
     with ui_server("--host", "0.0.0.0", env=env, cwd=tmp_path) as server:
         assert any("WARNING" in line and "0.0.0.0" in line for line in server.said)
         client = Client(server.port)

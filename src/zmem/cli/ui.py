@@ -53,7 +53,8 @@ def ui(obj, host, port, no_open):
     chosen = host or os.environ.get(HOST_ENV, "").strip() or serve.DEFAULT_HOST
     serve.check_host(chosen, explicit)  # before the store is opened: nothing created
     settings = obj.settings()
-    with MemoryStore.open(settings=settings, create=True) as store:
+    # A read never creates a store: an inspector of nothing would only hide a wrong path.
+    with MemoryStore.open(settings=settings, create=False) as store:
         for line in store.warnings:
             output.notice(line)
         serve.run(

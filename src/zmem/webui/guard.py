@@ -33,6 +33,11 @@ SECURITY_HEADERS = [
     (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 ]
+SPENT_PAGE = (
+    b"<!doctype html><title>ZMem: link already used</title><p>This link of "
+    b"<code>zmem ui</code> was already opened, by another browser: it works once. Use the "
+    b"browser that opened it, or stop the inspector and run <code>zmem ui</code> again.</p>"
+)
 UNAUTHORIZED_PAGE = (
     b"<!doctype html><title>ZMem: unauthorized</title><p>This inspector needs the link "
     b"<code>zmem ui</code> printed (it carries a one-run token). Open that link again.</p>"
@@ -52,6 +57,9 @@ class Keys:
         self.cookie_name = f"zmem_ui_{port}"  # cookies ignore ports: one per server
         self.cookie_value = _digest(token, "cookie")
         self.csrf = _digest(token, "csrf")
+        # The link is one run's, used once: the browser that opened it holds the cookie, and a
+        # copy of the link (a shell history, a screen share, a proxy log) opens nothing more.
+        self.spent = False
 
     def token_ok(self, presented: str | None) -> bool:
         return _same(presented, self.token)
@@ -120,29 +128,37 @@ class Guard:
             await _plain(stamped, 421, b"this inspector answers on its loopback address only")
             return
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        signed_in = self._has_cookie(scope)
         if TOKEN_PARAM in query:
             if not self.keys.token_ok(query[TOKEN_PARAM]):
                 await _plain(stamped, 401, UNAUTHORIZED_PAGE, "text/html")
                 return
-            await self._enter(scope, query, stamped)
+            if self.keys.spent and not signed_in:
+                await _plain(stamped, 401, SPENT_PAGE, "text/html")
+                return
+            self.keys.spent = True
+            await self._enter(scope, query, stamped, set_cookie=not signed_in)
             return
+        if not signed_in:
+            await _plain(stamped, 401, UNAUTHORIZED_PAGE, "text/html")
+            return
+        if scope["method"] not in ("GET", "HEAD") and not _same_origin(scope, host):
+            await _plain(stamped, 403, b"cross-origin request refused")
+            return
+        await self.app(scope, receive, stamped)
+
+    def _has_cookie(self, scope: dict) -> bool:
         jar = SimpleCookie()
         try:
             jar.load(_header(scope, b"cookie") or "")
         except Exception:  # a malformed Cookie header is no cookie at all
-            jar = SimpleCookie()
+            return False
         morsel = jar.get(self.keys.cookie_name)
-        if not self.keys.cookie_ok(morsel.value if morsel else None):
-            await _plain(stamped, 401, UNAUTHORIZED_PAGE, "text/html")
-            return
-        if scope["method"] not in ("GET", "HEAD"):
-            origin = _header(scope, b"origin")
-            if origin is not None and urlsplit(origin).netloc != host:
-                await _plain(stamped, 403, b"cross-origin request refused")
-                return
-        await self.app(scope, receive, stamped)
+        return self.keys.cookie_ok(morsel.value if morsel else None)
 
-    async def _enter(self, scope: dict, query: dict[str, str], send: Callable) -> None:
+    async def _enter(
+        self, scope: dict, query: dict[str, str], send: Callable, *, set_cookie: bool
+    ) -> None:
         """The token link: set the session cookie and send the browser to the same page
         without the token, so it leaves neither history nor a Referer."""
         rest = {k: v for k, v in query.items() if k != TOKEN_PARAM}
@@ -155,18 +171,25 @@ class Guard:
         cookie = (
             f"{self.keys.cookie_name}={self.keys.cookie_value}; Path=/; HttpOnly; SameSite=Strict"
         )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 303,
-                "headers": [
-                    (b"location", target.encode()),
-                    (b"set-cookie", cookie.encode()),
-                    (b"content-length", b"0"),
-                ],
-            }
-        )
+        headers = [(b"location", target.encode()), (b"content-length", b"0")]
+        if set_cookie:
+            headers.append((b"set-cookie", cookie.encode()))
+        await send({"type": "http.response.start", "status": 303, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
+
+
+def _same_origin(scope: dict, host: str) -> bool:
+    """A state-changing request must not come from another site: its Origin, else its Referer,
+    must name this host when there is one (`null`, a sandboxed or privacy-stripped origin,
+    names none). With neither, as from a script on this machine, the form's CSRF token is the
+    guard; a browser always sends Origin with a form POST."""
+    origin = _header(scope, b"origin")
+    if origin is not None:
+        return urlsplit(origin).netloc == host
+    referer = _header(scope, b"referer")
+    if referer is not None:
+        return urlsplit(referer).netloc == host
+    return True
 
 
 async def _plain(send: Callable, status: int, body: bytes, kind: str = "text/plain") -> None:
