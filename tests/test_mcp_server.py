@@ -278,6 +278,34 @@ def test_startup_refusals_exit_2_and_create_nothing(tmp_path, args, token_file, 
     assert not (tmp_path / "store.sqlite").exists()
 
 
+@pytest.mark.parametrize(
+    ("env", "token_file"),
+    [
+        ({"ZMEM_MCP_TOKEN": "x"}, None),
+        ({"ZMEM_MCP_TOKEN": "a" * 40}, None),  # long, but one character
+        ({"ZMEM_MCP_TOKEN": "short-but-mixed-12"}, None),
+        ({}, '{"token": "abc123", "namespaces": ["project:a"]}'),
+    ],
+    ids=["one character", "one repeated character", "under 24", "weak scoped file"],
+)
+def test_a_weak_token_cannot_guard_a_non_loopback_listener(tmp_path, env, token_file):
+    """Issue 34: a one-character ZMEM_MCP_TOKEN was enough to bind 0.0.0.0."""
+    extra = dict(env)
+    if token_file is not None:
+        (tmp_path / "tok.json").write_text(token_file)
+        extra["ZMEM_MCP_TOKEN_FILE"] = str(tmp_path / "tok.json")
+    proc = subprocess.run(
+        [str(ZMEM), "mcp", "--http", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True, text=True, env=env_for(tmp_path, **extra), timeout=60,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "weak token" in line and "at least 24 characters" in line
+    assert env.get("ZMEM_MCP_TOKEN", "@@") not in line and "abc123" not in line
+    assert not (tmp_path / "store.sqlite").exists()
+
+
 def test_a_running_server_serves_the_restored_store(tmp_path):
     server = HttpServer(tmp_path)
     try:

@@ -91,6 +91,21 @@ class TokenConfig:
         return [t.source for t in self.tokens if not t.scope.scoped]
 
 
+# A token that guards a server reachable from other machines: long and varied enough that it
+# cannot be guessed (`secrets.token_urlsafe(24)` gives 32 characters; 24 hex digits is 96 bits).
+MIN_TOKEN_CHARS = 24
+MIN_TOKEN_DISTINCT = 10
+
+
+def weak_tokens(config: TokenConfig) -> list[str]:
+    """Where each token too weak to guard a non-loopback listener comes from."""
+    return [
+        t.source
+        for t in config.tokens
+        if len(t.value) < MIN_TOKEN_CHARS or len(set(t.value)) < MIN_TOKEN_DISTINCT
+    ]
+
+
 def _check_value(value: str, where: str) -> str:
     value = value.strip()
     if not value:

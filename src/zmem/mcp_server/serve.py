@@ -13,7 +13,17 @@ from typing import Any
 
 import anyio
 
-from zmem.access import UNSCOPED, TokenConfig, bind, is_loopback, serve_asgi, url_host
+from zmem.access import (
+    MIN_TOKEN_CHARS,
+    MIN_TOKEN_DISTINCT,
+    UNSCOPED,
+    TokenConfig,
+    bind,
+    is_loopback,
+    serve_asgi,
+    url_host,
+    weak_tokens,
+)
 from zmem.agent_tools.surface import ToolSurface
 from zmem.errors import UsageError
 from zmem.mcp_server.server import SCOPE_KEY, Workspace, build
@@ -116,10 +126,20 @@ def http_app(
 
 
 def check_http(host: str, tokens: TokenConfig) -> None:
-    if not is_loopback(host) and not tokens.configured:
+    if is_loopback(host):
+        return
+    if not tokens.configured:
         raise UsageError(
             f"refusing to serve on {host}, which is not a loopback address, without a token: "
             "set ZMEM_MCP_TOKEN or ZMEM_MCP_TOKEN_FILE"
+        )
+    weak = weak_tokens(tokens)
+    if weak:
+        raise UsageError(
+            f"refusing to serve on {host}, which is not a loopback address, with a weak token "
+            f"in {' and '.join(weak)}: use at least {MIN_TOKEN_CHARS} characters, at least "
+            f"{MIN_TOKEN_DISTINCT} of them different (python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(24))')"
         )
 
 
