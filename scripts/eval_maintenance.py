@@ -230,8 +230,10 @@ def isolated_env(data_dir: Path) -> Iterator[None]:
     """No ZMEM_* setting of the caller's shell reaches the run (the harness isolates the ranking
     ones; the maintenance ones, ZMEM_NLI_CMD, ZMEM_KEEPER_COMPRESS_CHARS, ..., matter here
     too). ZMEM_DATA is a private folder, so the maintenance lock is this run's own, with the
-    default data folder's MiniLM files linked in (what eval_quality.py reads)."""
-    models = config.default_data_dir({}) / "models"
+    machine's MiniLM files linked in (the shared model cache, or an older data dir's own)."""
+    from zmem.embedding.model_files import models_dir
+
+    models = models_dir(config.default_data_dir())
     if not models.is_dir():
         raise SystemExit(f"eval_maintenance: no MiniLM files in {models} (run `zmem doctor`)")
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -296,6 +298,9 @@ def run_set(
             t0 = time.perf_counter()
             cons = store.consolidate(force=True).to_dict()
             out["timings"]["consolidate_s"] = time.perf_counter() - t0
+            # The fixed point (issue 34): a second run on the store the first one finished.
+            again = store.consolidate(force=True).to_dict()
+            cons["second_run"] = {k: again.get(k, 1) for k in ("merged", "absorbed", "rounds")}
             t0 = time.perf_counter()
             org = store.organize(force=True).to_dict()
             out["timings"]["organize_s"] = time.perf_counter() - t0
@@ -821,8 +826,9 @@ def summary(result: dict[str, Any]) -> list[str]:
         f"{'yes' if la['live'] < lb['live'] else 'NO'}, fewer live memories (summaries "
         f"aside): {'yes' if la['memories'] < lb['memories'] else 'NO'}",
         f"- consolidate: {c['merged']} cluster(s) merged, {c['absorbed']} row(s) absorbed, "
-        f"{c['parked']} parked, {len(c['clusters'])} cluster(s) planned; live "
-        f"{c['live_before']} → {c['live_after']}",
+        f"{c['parked']} parked, {len(c['clusters'])} cluster(s) planned, in {c.get('rounds', 1)} "
+        f"round(s); live {c['live_before']} → {c['live_after']}; a second consolidate then "
+        f"merged {c['second_run']['merged']} cluster(s) ({c['second_run']['absorbed']} rows)",
         f"- organize: episode {len(o['episode_ids'])}, {oc.get('merged', 0)} more cluster(s) "
         f"merged ({oc.get('absorbed', 0)} absorbed, {oc.get('parked', 0)} parked), "
         f"{o['compressed']} compressed, {o['topics']} topic(s), {o['summaries']} summary "

@@ -394,3 +394,52 @@ def test_the_cosine_path_with_the_real_model(store_path, run_cli, monkeypatch):
     report = _json(run_cli, "consolidate", "--force")
     members = {m["id"] for c in report["clusters"] for m in c["members"]}
     assert {a, b} <= members and not {n1, n2} & members
+
+
+# ---- the fixed point (issue 34) -----------------------------------------------------------------
+
+# Token sets A = {1..10}, B = {1..9, 11}, D = {2..11, 12}: A and B merge (Jaccard 0.82), but D
+# is close to neither alone (0.75 to each, under 0.80) and only to the merged text A + B
+# (0.83). A one-pass plan leaves D for the next run; the job plans again until nothing merges.
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
+ROW_A = " ".join(WORDS[0:10])
+ROW_B = " ".join(WORDS[0:9] + [WORDS[10]])
+ROW_D = " ".join(WORDS[1:11] + [WORDS[11]])
+
+
+def test_one_run_reaches_the_fixed_point(store, store_path, run_cli):
+    a = add_row(store, f"Checklist words: {ROW_A}", type="fact").id
+    add_row(store, f"Checklist words: {ROW_B}", type="fact")
+    add_row(store, f"Checklist words: {ROW_D}", type="fact")
+    store.close()
+    first = _json(run_cli, "consolidate", "--force")
+    assert first["merged"] == 2 and first["absorbed"] == 2, first
+    assert first["rounds"] == 3 and first["fixed_point"] is True  # the last round found nothing
+    (survivor,) = _live(store_path)
+    assert all(w in survivor[1] for w in WORDS) and survivor[0] != a
+    second = _json(run_cli, "consolidate", "--force")
+    assert second["merged"] == 0 and second["absorbed"] == 0 and second["rounds"] == 1
+
+
+def test_a_dry_run_plans_one_round_and_says_so(store, store_path, run_cli):
+    add_row(store, f"Checklist words: {ROW_A}", type="fact")
+    add_row(store, f"Checklist words: {ROW_B}", type="fact")
+    add_row(store, f"Checklist words: {ROW_D}", type="fact")
+    store.close()
+    before = table_counts(store_path)
+    plan = _json(run_cli, "consolidate", "--force", "--dry-run")
+    assert plan["merged"] == 1 and plan["rounds"] == 1
+    assert table_counts(store_path) == before
+
+
+def test_a_run_that_cannot_settle_says_so(store, store_path, run_cli, monkeypatch):
+    from zmem.maintenance import consolidate
+
+    monkeypatch.setattr(consolidate, "MAX_ROUNDS", 1)
+    add_row(store, f"Checklist words: {ROW_A}", type="fact")
+    add_row(store, f"Checklist words: {ROW_B}", type="fact")
+    add_row(store, f"Checklist words: {ROW_D}", type="fact")
+    store.close()
+    done = _json(run_cli, "consolidate", "--force")
+    assert done["fixed_point"] is False and done["rounds"] == 1
+    assert any("still merging after 1 rounds" in w for w in done["warnings"])

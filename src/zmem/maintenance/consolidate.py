@@ -43,6 +43,8 @@ DEFAULT_THRESHOLD = 0.80
 # a default recall anyway; "old" is older than ZMEM_UNRECALLED_DAYS.
 PRUNE_MAX_CONFIDENCE = 0.25
 CLUSTERS_PER_TXN = 8
+# Rounds a run plans at most; each after the first replans only what the one before merged.
+MAX_ROUNDS = 5
 PRUNE_PER_TXN = 256
 
 
@@ -240,6 +242,14 @@ class Report:
     nli_calls: int = 0
     warnings: list[str] = field(default_factory=list)
     longest_txn_ms: float = 0.0
+    # Rounds until a plan merges nothing more (a merged keeper's new text and vector can bring
+    # a row the first plan left out within the threshold): one run leaves nothing for the next.
+    rounds: int = 0
+    fixed_point: bool = True
+    parked_ids: set[str] = field(default_factory=set)
+    absorbed_ids: set[str] = field(default_factory=set)
+    seen_clusters: set[tuple[str, ...]] = field(default_factory=set)
+    changed: set[tuple[str, str]] = field(default_factory=set)  # (namespace, type) merged into
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -262,7 +272,13 @@ class Report:
             "nli_calls": self.nli_calls,
             "warnings": self.warnings,
             "longest_txn_ms": round(self.longest_txn_ms, 1),
+            "rounds": self.rounds,
+            "fixed_point": self.fixed_point,
         }
+
+
+def _signature(cluster: Cluster) -> tuple[str, ...]:
+    return (cluster.decision, *(f"{m.id}:{m.action}" for m in cluster.members))
 
 
 def consolidate_rows(
@@ -287,8 +303,16 @@ def consolidate_rows(
     if judge is not None:
         report.nli_calls += judge.calls
         report.warnings += judge.diagnostics
-    report.clusters += clusters
-    report.parked += sum(m.action == "parked" for c in clusters for m in c.members)
+    # A later round plans the same contested clusters again: each is reported, and each parked
+    # row counted, once.
+    fresh = [c for c in clusters if _signature(c) not in report.seen_clusters]
+    if report.rounds > 1:  # a later round reports what it merges, not what it parks again
+        fresh = [c for c in fresh if c.decision == "merge" and c.absorbing]
+    report.seen_clusters.update(_signature(c) for c in fresh)
+    report.clusters += fresh
+    if report.rounds <= 1:  # later rounds replan merged keepers: their parking is not news
+        report.parked_ids.update(m.id for c in clusters for m in c.members if m.action == "parked")
+    report.parked = len(report.parked_ids - report.absorbed_ids)
     todo = [c for c in clusters if c.decision == "merge"]
     if report.dry_run:
         report.merged += len(todo)
@@ -311,6 +335,8 @@ def consolidate_rows(
                 cluster.result_id, cluster.applied = target, True
                 report.merged += 1
                 report.absorbed += len(cluster.absorbing)
+                report.changed.add((cluster.namespace, cluster.type))
+                report.absorbed_ids.update(m.id for m in cluster.absorbing)
 
         _, held = bounded.commit(conn, apply)
         report.longest_txn_ms = max(report.longest_txn_ms, held * 1000)
@@ -385,11 +411,32 @@ def consolidate(
                 groups.append(rows)
                 report.examined += len(rows)
                 report.beyond_cap += max(0, total - config.CONSOLIDATE_NAMESPACE_CAP)
-        for rows in groups:
-            consolidate_rows(
-                conn, settings, vectors, rows, report,
-                merge_contested=merge_contested, progress=progress,
-            )  # fmt: skip
+        while groups:
+            report.rounds += 1
+            report.changed = set()
+            for rows in groups:
+                consolidate_rows(
+                    conn, settings, vectors, rows, report,
+                    merge_contested=merge_contested, progress=progress,
+                )  # fmt: skip
+            if dry_run or not report.changed:
+                break  # a dry run plans one round: it applies nothing a next one could see
+            if report.rounds == MAX_ROUNDS:
+                report.fixed_point = False
+                report.warnings.append(
+                    f"still merging after {MAX_ROUNDS} rounds (in "
+                    f"{', '.join(sorted({ns for ns, _ in report.changed}))}): run consolidate "
+                    "again"
+                )
+                break
+            # The next round plans only the namespace and type groups this one merged into.
+            groups = []
+            with read_snapshot(conn):
+                for ns in sorted({ns for ns, _ in report.changed}):
+                    rows, _ = db.newest_live(conn, ns, config.CONSOLIDATE_NAMESPACE_CAP)
+                    keep = [r for r in rows if (ns, r.memory.type) in report.changed]
+                    if keep:
+                        groups.append(keep)
         if prune_rows:
             prune(conn, settings, report, namespaces=[namespace] if namespace else None)
         if not dry_run:
