@@ -4,6 +4,7 @@ transaction every mutation runs in."""
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,33 @@ from zmem.db import vectors
 # Several agent sessions write one store; a writer waits this long for another's commit
 # instead of failing with "database is locked".
 BUSY_TIMEOUT_MS = 15000
+
+# How often a waiting writer tries the lock again. SQLite's own busy handler sleeps 1, 2, 5, 10,
+# 15, 20, 25, 25, 25, 50, 50 and then 100 ms between tries, so the writer that has waited longest
+# tries least often: beside a long job's batches (and its 50 ms pauses) and beside other
+# writers, newcomers took each free moment first and an add waited 1.8 s beside consolidate and
+# 2.7 s beside ingest on a loaded machine while the 99th percentile was 0.1 s (bench/beside.py,
+# docs/benchmarks.md). Trying every 2 ms, whatever the wait so far, gives every waiter the same
+# chance at each free moment; the polls cost ~10 us of CPU each.
+BUSY_POLL_S = 0.002
+
+
+def wait_when_busy(conn: apsw.Connection, timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+    """Make `conn` wait up to `timeout_ms` for a lock another connection holds, trying again
+    every BUSY_POLL_S (in place of SQLite's busy timeout and its growing sleeps)."""
+    limit = timeout_ms / 1000
+    began = [0.0]
+
+    def handler(prior_calls: int) -> bool:
+        now = time.monotonic()
+        if prior_calls == 0:
+            began[0] = now
+        elif now - began[0] >= limit:
+            return False  # SQLITE_BUSY reaches the caller: StoreBusy, exit 3
+        time.sleep(BUSY_POLL_S)
+        return True
+
+    conn.set_busy_handler(handler if timeout_ms > 0 else None)
 
 
 # The file is read through a memory map of up to this size (a larger store reads its remainder
@@ -175,7 +203,7 @@ def connect(path: Path | str) -> apsw.Connection:
         conn: apsw.Connection = Connection(str(target))
     else:
         conn = apsw.Connection(str(target))
-    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    wait_when_busy(conn)
     # WAL lets readers proceed during a write; NORMAL sync is durable across process crashes
     # (only power loss can drop the last commits) and keeps a commit off the fsync path.
     conn.execute("PRAGMA journal_mode = WAL")

@@ -13,7 +13,7 @@ import apsw
 from zmem import config
 from zmem.config import Settings
 from zmem.db import memories
-from zmem.db.connect import BUSY_TIMEOUT_MS, read_snapshot, transaction
+from zmem.db.connect import read_snapshot, transaction, wait_when_busy
 from zmem.embedding import PROFILE_SIMILARITY
 from zmem.models import Hit
 from zmem.retrieval import explain, pipeline
@@ -114,13 +114,13 @@ class Reader:
         the store was busy."""
         if not ids:
             return True
-        self._conn.set_busy_timeout(PASSIVE_BUSY_TIMEOUT_MS)
+        wait_when_busy(self._conn, PASSIVE_BUSY_TIMEOUT_MS)
         try:
             self.record_surfaced(ids)
         except apsw.BusyError:
             return False
         finally:
-            self._conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+            wait_when_busy(self._conn)
         return True
 
     def bump_retrieved(self, ids: Sequence[str]) -> None:
