@@ -20,6 +20,7 @@ from zmem.capture.source import normalize_source_ref
 from zmem.capture.writer import DEDUP_THRESHOLD
 from zmem.db import graph, memories, vectors
 from zmem.db import sync as sync_db
+from zmem.db.connect import read_snapshot
 from zmem.maintenance import bounded
 from zmem.models import worst_taint
 from zmem.sync import prepare
@@ -117,7 +118,13 @@ class _Ingest:
         batch, future = self.pending
         self.pending = None
         vecs = future.result()
-        bounded.commit(self.conn, lambda conn: self._write(batch, vecs))
+        # Whether this store takes these vectors (one check a batch, not a pragma a row): all of
+        # a batch come from one model.
+        probe = next((v for v in vecs if v is not None), None)
+        if probe is not None and self.vectors.for_write(probe) is None:
+            vecs = [None] * len(batch)
+        twins = self._twins(batch, vecs)
+        bounded.commit(self.conn, lambda conn: self._write(batch, vecs, twins))
 
     def close(self) -> None:
         self.model.shutdown(wait=True)
@@ -133,20 +140,33 @@ class _Ingest:
             out[i] = vec
         return out
 
-    def _write(self, batch: Sequence[MemoryRecord], vecs: Sequence[Any]) -> None:
+    def _twins(self, batch: Sequence[MemoryRecord], vecs: Sequence[Any]) -> list[Any]:
+        """The twin (`_twin`) of each new live row, looked up from one read before the batch's
+        transaction: a neighbour search a row, which inside the write lock held it 2 s a batch
+        on a loaded machine at 10k MiniLM rows, and an add beside the ingest waited as long
+        (bench/beside.py). The transaction re-reads each twin found."""
+        out: list[Any] = [None] * len(batch)
+        if not self.check_dups:
+            return out
+        with read_snapshot(self.conn):
+            here = {m.id for m in memories.get_many(self.conn, [r.fields["id"] for r in batch])}
+            for i, (record, vec) in enumerate(zip(batch, vecs, strict=True)):
+                f = record.fields
+                if f["superseded_at"] is None and f["id"] not in here:
+                    out[i] = self._twin(f, record.norm, vec)
+        return out
+
+    def _write(
+        self, batch: Sequence[MemoryRecord], vecs: Sequence[Any], twins: Sequence[Any]
+    ) -> None:
         """One transaction: decide each row in file order, then insert the new ones and link
         their entities with one statement per table."""
         ids = [r.fields["id"] for r in batch]
         local = {m.id: m for m in memories.get_many(self.conn, ids)}
-        # Whether this store takes these vectors (one check a batch, not a pragma a row): all of
-        # a batch come from one model.
-        probe = next((v for v in vecs if v is not None), None)
-        if probe is not None and self.vectors.for_write(probe) is None:
-            vecs = [None] * len(batch)
         new: list[tuple[dict[str, Any], str, Any]] = []
         mentions: list[tuple[str, Any]] = []
         retire: list[tuple[str, str]] = []  # (row, the duplicate it is retired for): hub pulls
-        for record, vec in zip(batch, vecs, strict=True):
+        for record, vec, found in zip(batch, vecs, twins, strict=True):
             f = record.fields
             mine = local.get(f["id"])
             if mine is not None:
@@ -154,12 +174,16 @@ class _Ingest:
                 continue
             live = f["superseded_at"] is None
             # Only rows that were here before the run can be twins, so the rows of this batch
-            # need not be in the indexes yet when a later one looks.
-            if live and self.check_dups:
-                twin = self._twin(f, record.norm, vec)
+            # need not be in the indexes yet when a later one looks. A twin found before the
+            # transaction is taken as it is now: a writer may have retired or tagged it since.
+            if live and found is not None:
+                twin = memories.get(self.conn, found.id)
+                if twin is not None and not twin.live:
+                    twin = None
                 if twin is not None and self.hub:
-                    mine_ts = memories.get(self.conn, twin.id).ingestion_ts
-                    retire.append(_later((twin.id, mine_ts), (f["id"], f["ingestion_ts"])))
+                    retire.append(
+                        _later((twin.id, twin.ingestion_ts), (f["id"], f["ingestion_ts"]))
+                    )
                 elif twin is not None:
                     self._fold(twin, f)
                     continue
