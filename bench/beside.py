@@ -1,11 +1,16 @@
 """Writers beside every long job on a loaded machine: four writer processes add in a loop
 (each add timed alone, a busy refusal counted) while `consolidate --force`, `organize --force`,
 `ingest-jsonl` of a 2,000-row file and `backup` run through the real CLI on a fresh copy of a
-10k-row store (bench/maintenance.py's corpus, fake profile), and a fifth process keeps both
-cores busy the whole time. Prints, per job, the slowest add, the 99th percentile, the adds
-made and refused, and the job's own time; and the same writers with no job, as the control.
+10k-row store (bench/maintenance.py's corpus), and a fifth process keeps both cores busy the
+whole time. Prints, per job, the slowest add, the 99th percentile, the adds made and refused,
+and the job's own time; and the same writers with no job, as the control.
 
-    .venv/bin/python bench/beside.py [--rows 10000] [--runs 3] [--work /tmp/beside]
+    .venv/bin/python bench/beside.py [--rows 10000] [--runs 3] [--profile fake|minilm]
+        [--writers api|cli] [--work /tmp/beside]
+
+--writers api times `MemoryStore.add` in a long-lived process (the lock wait, as the MCP server
+and the resident process see it); --writers cli times a whole `zmem add` process, as a shell
+loop or a host's command sees it (interpreter, imports and the model load included).
 
 Run it from another tree (`cd old-tree && python /path/bench/beside.py`) to time that tree's
 code: the writers and the jobs import zmem from the tree the script sits in (its src/)."""
@@ -31,30 +36,36 @@ import maintenance as corpus  # noqa: E402  (the store builder and its word list
 WRITERS = 4
 ALONE_S = 8.0
 WRITER = r"""
-import json, os, random, sys, time
+import json, os, random, subprocess, sys, time
 from zmem import MemoryStore
 from zmem.errors import StoreBusy
-path, ready, stop, seed = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5]
+path, ready, stop, seed, mode = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5], sys.argv[6]
 pace = float(sys.argv[4])
-words = sys.argv[6:]
+words = sys.argv[7:]
 rng = random.Random(seed)
-s = MemoryStore.open(path)
+s = MemoryStore.open(path) if mode == "api" else None
 adds, i = [], 0
 while not os.path.exists(stop):
-    text = " ".join(rng.sample(words, 9))
+    text = f"writer {seed} note {i}: " + " ".join(rng.sample(words, 9))
     began, t0 = time.time(), time.perf_counter()
-    try:
-        s.add(f"writer {seed} note {i}: {text}", namespace="project:bench-writer", type="fact",
-              signal="test")
-        ok = True
-    except StoreBusy:
-        ok = False
+    if s is not None:
+        try:
+            s.add(text, namespace="project:bench-writer", type="fact", signal="test")
+            ok = True
+        except StoreBusy:
+            ok = False
+    else:
+        ok = subprocess.run(
+            [sys.executable, "-m", "zmem", "add", "--content", text, "--namespace",
+             "project:bench-writer", "--type", "fact"], capture_output=True,
+        ).returncode == 0
     adds.append((began, time.perf_counter() - t0, ok))
     i += 1
     if i == 1:
         open(ready, "w").close()
     time.sleep(pace)
-s.close()
+if s is not None:
+    s.close()
 print(json.dumps(adds))
 """
 BURN = r"""
@@ -76,10 +87,10 @@ while True:
 """
 
 
-def env_for(store: Path, data: Path) -> dict[str, str]:
+def env_for(store: Path, data: Path, profile: str = "fake") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZMEM_")}
     env.update(
-        ZMEM_STORE=str(store), ZMEM_DATA=str(data), ZMEM_EMBED_PROFILE="fake",
+        ZMEM_STORE=str(store), ZMEM_DATA=str(data), ZMEM_EMBED_PROFILE=profile,
         ZMEM_SESSION_UPKEEP="0", ZMEM_HOOK_DAEMON="0", PYTHONPATH=str(ROOT / "src"),
     )  # fmt: skip
     return env
@@ -94,7 +105,7 @@ def run_job(env: dict[str, str], args: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def beside(env: dict[str, str], store: Path, work: Path, args: list[str] | None) -> dict:
+def beside(env: dict[str, str], store: Path, work: Path, args: list[str] | None, mode: str) -> dict:
     """Writers (and the load) around one job; what the writers saw while it ran."""
     stop = work / "stop"
     stop.unlink(missing_ok=True)
@@ -105,7 +116,7 @@ def beside(env: dict[str, str], store: Path, work: Path, args: list[str] | None)
         ready.unlink(missing_ok=True)
         proc = subprocess.Popen(
             [sys.executable, "-c", WRITER, str(store), str(ready), str(stop), "0.01", str(n),
-             *(corpus.VERBS + corpus.NOUNS)],
+             mode, *(corpus.VERBS + corpus.NOUNS)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         writers.append((proc, ready))
@@ -150,14 +161,17 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--work", type=Path, default=Path("/tmp/zmem-beside"))
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--profile", choices=("fake", "minilm"), default="fake")
+    ap.add_argument("--writers", choices=("api", "cli"), default="api")
     opts = ap.parse_args()
     work = opts.work
     work.mkdir(parents=True, exist_ok=True)
-    source = work / f"source-{opts.rows}-{opts.seed}.sqlite"
+    os.environ.setdefault("ZMEM_DATA", str(work / "build-data"))  # the model cache is shared
+    source = work / f"source-{opts.profile}-{opts.rows}-{opts.seed}.sqlite"
     feed = work / f"feed-{opts.seed}.jsonl"
     if not source.exists():
-        os.environ["ZMEM_EMBED_PROFILE"] = "fake"
-        corpus.build(source, opts.rows, "fake", opts.seed)
+        os.environ["ZMEM_EMBED_PROFILE"] = opts.profile
+        corpus.build(source, opts.rows, opts.profile, opts.seed)
     if not feed.exists():
         other = work / "feed.sqlite"
         other.unlink(missing_ok=True)
@@ -165,7 +179,7 @@ def main() -> None:
         corpus.build(other, 2000, "fake", opts.seed + 1)
         run_job(env_for(other, work / "feed-data"), ["export-jsonl", "--out", str(feed)])
     store, data = work / "run.sqlite", work / "data"
-    env = env_for(store, data)
+    env = env_for(store, data, opts.profile)
     jobs = {
         "consolidate --force": ["consolidate", "--force"],
         "organize --force": ["organize", "--force"],
@@ -178,13 +192,13 @@ def main() -> None:
         for name, args in jobs.items():
             corpus.fresh_copy(source, store)
             shutil.rmtree(data, ignore_errors=True)
-            got = beside(env, store, work, args)
+            got = beside(env, store, work, args, opts.writers)
             results[name].append(got)
             print(f"  run {run + 1} {name}: worst {got['worst_ms']:.0f} ms, p99 "
                   f"{got['p99_ms']:.0f} ms, {got['adds']} adds, {got['refused']} refused, "
                   f"job {got['job_s']:.1f} s", file=sys.stderr)  # fmt: skip
     print(f"\n{WRITERS} writers beside each job, both cores kept busy by a fifth process; "
-          f"{opts.rows:,} rows (fake profile), {opts.runs} runs; "
+          f"{opts.rows:,} rows ({opts.profile} profile), {opts.writers} writers, {opts.runs} runs; "
           "medians (worst of runs)\n")  # fmt: skip
     print("| job | slowest add ms | p99 add ms | adds | refused | job s |")
     print("|---|---|---|---|---|---|")
