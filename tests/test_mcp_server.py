@@ -327,3 +327,54 @@ def test_a_running_server_serves_the_restored_store(tmp_path):
     finally:
         code, out, _ = server.stop()
     assert code == 0
+
+
+# ---- the handshake does not wait for the model ---------------------------------------------
+
+
+def test_the_handshake_and_tool_list_do_not_wait_for_the_warm_up(tmp_path, monkeypatch):
+    """`zmem mcp` answers initialize and tools/list while the store warms up (the model, the
+    vector copy) on its own thread; a tool call waits for the warm-up and then answers, and the
+    warm-up runs once."""
+    import threading
+
+    from zmem import MemoryStore
+    from zmem.access import UNSCOPED
+    from zmem.agent_tools.surface import ToolSurface
+    from zmem.mcp_server.server import Worker, Workspace, build
+
+    monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")
+    monkeypatch.setenv("ZMEM_DATA", str(tmp_path / "data"))
+    store = MemoryStore.open(tmp_path / "store.sqlite", create=True)
+    store.add("Run make migrate before the integration tests in shop", namespace="project:shop",
+              type="convention", signal="user")  # fmt: skip
+    release, warms = threading.Event(), []
+    real_warm_up = store.warm_up
+
+    def held_warm_up() -> None:
+        warms.append(1)
+        assert release.wait(30)
+        real_warm_up()
+
+    monkeypatch.setattr(store, "warm_up", held_warm_up)
+    worker = Worker(ToolSurface(store))
+    workspace = Workspace("project:shop", None, ask_roots=False)
+    server = build(
+        worker.surface, local_scope=UNSCOPED, http=False, workspace=workspace, worker=worker
+    )
+    worker.warm_up_in_background()
+
+    async def session():
+        async with Client(server) as c:
+            names = {t.name for t in (await c.list_tools()).tools}  # answered while held
+            assert "recall" in names and not release.is_set()
+            threading.Timer(0.3, release.set).start()
+            recalled = await c.call_tool("recall", {"query": "integration tests migrate"})
+            assert release.is_set()  # the call waited for the warm-up
+            return recalled
+
+    recalled = asyncio.run(session())
+    worker.settle()
+    assert not recalled.is_error and len(text(recalled)["results"]) == 1
+    assert warms == [1]
+    store.close()

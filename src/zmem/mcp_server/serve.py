@@ -26,7 +26,7 @@ from zmem.access import (
 )
 from zmem.agent_tools.surface import ToolSurface
 from zmem.errors import UsageError
-from zmem.mcp_server.server import SCOPE_KEY, Workspace, build
+from zmem.mcp_server.server import SCOPE_KEY, Worker, Workspace, build
 from zmem.store import MemoryStore
 
 log = logging.getLogger("zmem.mcp")
@@ -44,18 +44,28 @@ def run_stdio(store: MemoryStore, tokens: TokenConfig, namespace: str | None = N
 
     start = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     workspace = Workspace(namespace, start, ask_roots=namespace is None)
+    worker = Worker(ToolSurface(store))
     server = build(
-        ToolSurface(store), local_scope=tokens.local_scope, http=False, workspace=workspace
+        worker.surface,
+        local_scope=tokens.local_scope,
+        http=False,
+        workspace=workspace,
+        worker=worker,
     )
 
     async def serve() -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
+    # The handshake and tools/list are answered while the model loads (a client that starts
+    # the server per session waited for the model before its first answer).
+    worker.warm_up_in_background()
     try:
         anyio.run(serve)  # returns when the host closes our stdin
     except KeyboardInterrupt:
         pass  # a host stops a stdio server with SIGINT: a clean exit, no traceback
+    finally:
+        worker.settle()
 
 
 class BearerAuth:
@@ -98,14 +108,21 @@ class BearerAuth:
 
 
 def http_app(
-    store: MemoryStore, tokens: TokenConfig, host: str, namespace: str | None = None
+    store: MemoryStore,
+    tokens: TokenConfig,
+    host: str,
+    namespace: str | None = None,
+    worker: Worker | None = None,
 ) -> Any:
     from mcp.server.transport_security import TransportSecuritySettings
 
     # Over HTTP, clients of many checkouts may share the server: a namespace-less add or
     # session call means the one the server was started with, or must name one.
     workspace = Workspace(namespace, None, ask_roots=False)
-    server = build(ToolSurface(store), local_scope=UNSCOPED, http=True, workspace=workspace)
+    worker = worker or Worker(ToolSurface(store))
+    server = build(
+        worker.surface, local_scope=UNSCOPED, http=True, workspace=workspace, worker=worker
+    )
     if is_loopback(host):
         # DNS-rebinding guard: a web page in the user's browser must not reach the server.
         security = TransportSecuritySettings(
@@ -157,8 +174,14 @@ def run_http(
     # backlog instead of being refused while uvicorn starts.
     sock.listen(2048)
     bound = sock.getsockname()[1]
+    worker = Worker(ToolSurface(store))
+    app = http_app(store, tokens, host, namespace, worker)
+    worker.warm_up_in_background()  # requests are answered while the model loads
     announce(f"MCP server listening on http://{url_host(host)}:{bound}{PATH}")
-    serve_asgi(http_app(store, tokens, host, namespace), sock)
+    try:
+        serve_asgi(app, sock)
+    finally:
+        worker.settle()
 
 
 def configure_logging(debug: bool) -> None:

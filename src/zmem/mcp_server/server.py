@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from typing import Any
 
 import anyio
@@ -99,12 +100,34 @@ def _checkout_namespace(path: str) -> str | None:
 
 
 class Worker:
-    """The one thread the store is used from: an apsw connection serves one thread at a time,
-    and the store's transactions span several statements."""
+    """The one thread at a time the store is used from: an apsw connection serves one thread at
+    a time, and the store's transactions span several statements. The warm-up (the model, the
+    vector copy) runs on a thread of its own while the server already answers the handshake and
+    `tools/list`; a tool call waits for it, so the model is loaded once, never twice."""
 
     def __init__(self, surface: ToolSurface):
         self.surface = surface
         self.limiter = anyio.CapacityLimiter(1)
+        self._turn = threading.Lock()  # held by the warm-up until it is done, then by each call
+        self._warming: threading.Thread | None = None
+
+    def warm_up_in_background(self) -> None:
+        self._turn.acquire()
+        self._warming = threading.Thread(target=self._warm_up, name="zmem-warm-up", daemon=True)
+        self._warming.start()
+
+    def _warm_up(self) -> None:
+        try:
+            self.surface.store.warm_up()
+        except Exception as exc:  # the first call then meets the same error, as a tool error
+            log.warning("warming up failed: %s", exc)
+        finally:
+            self._turn.release()
+
+    def settle(self) -> None:
+        """Wait for a warm-up still running (before the store is closed under it)."""
+        if self._warming is not None:
+            self._warming.join()
 
     async def call(
         self, name: str, args: Any, scope: Scope, workspace: str | None = None
@@ -114,18 +137,26 @@ class Worker:
         )
 
     def _call(self, name: str, args: Any, scope: Scope, workspace: str | None) -> dict[str, Any]:
-        self.surface.reopen_if_replaced()  # one stat: a restored store is read, not the old one
-        return self.surface.call(name, args, scope, workspace)
+        with self._turn:
+            # One stat: a restored store is read, not the old one.
+            self.surface.reopen_if_replaced()
+            return self.surface.call(name, args, scope, workspace)
 
 
 def build(
-    surface: ToolSurface, *, local_scope: Scope, http: bool, workspace: Workspace | None = None
+    surface: ToolSurface,
+    *,
+    local_scope: Scope,
+    http: bool,
+    workspace: Workspace | None = None,
+    worker: Worker | None = None,
 ) -> Server:
     """The server. Over stdio every call runs under `local_scope` (the launcher's token file,
     if any); over HTTP under the scope the bearer middleware attached, and a request without
     one is refused (fail closed). `workspace` says which namespace a call that names none
-    means (a scoped token still bounds it)."""
-    worker = Worker(surface)
+    means (a scoped token still bounds it). `worker`, when given, is the one the caller warms
+    up and settles."""
+    worker = worker or Worker(surface)
     workspace = workspace or Workspace(None, None, ask_roots=False)
     listed = [
         types.Tool(name=t.name, description=t.description, input_schema=t.input_schema())
