@@ -359,9 +359,7 @@ def test_the_handshake_and_tool_list_do_not_wait_for_the_warm_up(tmp_path, monke
     monkeypatch.setattr(store, "warm_up", held_warm_up)
     worker = Worker(ToolSurface(store))
     workspace = Workspace("project:shop", None, ask_roots=False)
-    server = build(
-        worker.surface, local_scope=UNSCOPED, http=False, workspace=workspace, worker=worker
-    )
+    server = build(worker, local_scope=UNSCOPED, http=False, workspace=workspace)
     worker.warm_up_in_background()
 
     async def session():

@@ -73,7 +73,7 @@ def mcp(obj, stdio, http, host, port, namespace):
     with MemoryStore.open(settings=settings, create=True) as store:
         for line in store.warnings:
             output.notice(line)
-        # The server warms the store up on a thread of its own while it answers (serve.Worker).
+        # The server warms the store up on a thread of its own while it answers (server.Worker).
         if http:
             serve.run_http(store, tokens, host, port, output.notice, namespace)
         else:

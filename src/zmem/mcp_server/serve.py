@@ -45,13 +45,7 @@ def run_stdio(store: MemoryStore, tokens: TokenConfig, namespace: str | None = N
     start = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     workspace = Workspace(namespace, start, ask_roots=namespace is None)
     worker = Worker(ToolSurface(store))
-    server = build(
-        worker.surface,
-        local_scope=tokens.local_scope,
-        http=False,
-        workspace=workspace,
-        worker=worker,
-    )
+    server = build(worker, local_scope=tokens.local_scope, http=False, workspace=workspace)
 
     async def serve() -> None:
         async with stdio_server() as (read, write):
@@ -107,22 +101,13 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def http_app(
-    store: MemoryStore,
-    tokens: TokenConfig,
-    host: str,
-    namespace: str | None = None,
-    worker: Worker | None = None,
-) -> Any:
+def http_app(worker: Worker, tokens: TokenConfig, host: str, namespace: str | None = None) -> Any:
     from mcp.server.transport_security import TransportSecuritySettings
 
     # Over HTTP, clients of many checkouts may share the server: a namespace-less add or
     # session call means the one the server was started with, or must name one.
     workspace = Workspace(namespace, None, ask_roots=False)
-    worker = worker or Worker(ToolSurface(store))
-    server = build(
-        worker.surface, local_scope=UNSCOPED, http=True, workspace=workspace, worker=worker
-    )
+    server = build(worker, local_scope=UNSCOPED, http=True, workspace=workspace)
     if is_loopback(host):
         # DNS-rebinding guard: a web page in the user's browser must not reach the server.
         security = TransportSecuritySettings(
@@ -175,7 +160,7 @@ def run_http(
     sock.listen(2048)
     bound = sock.getsockname()[1]
     worker = Worker(ToolSurface(store))
-    app = http_app(store, tokens, host, namespace, worker)
+    app = http_app(worker, tokens, host, namespace)
     worker.warm_up_in_background()  # requests are answered while the model loads
     announce(f"MCP server listening on http://{url_host(host)}:{bound}{PATH}")
     try:

@@ -144,19 +144,13 @@ class Worker:
 
 
 def build(
-    surface: ToolSurface,
-    *,
-    local_scope: Scope,
-    http: bool,
-    workspace: Workspace | None = None,
-    worker: Worker | None = None,
+    worker: Worker, *, local_scope: Scope, http: bool, workspace: Workspace | None = None
 ) -> Server:
-    """The server. Over stdio every call runs under `local_scope` (the launcher's token file,
-    if any); over HTTP under the scope the bearer middleware attached, and a request without
-    one is refused (fail closed). `workspace` says which namespace a call that names none
-    means (a scoped token still bounds it). `worker`, when given, is the one the caller warms
-    up and settles."""
-    worker = worker or Worker(surface)
+    """The server, whose tool calls run on `worker` (the caller warms it up and settles it).
+    Over stdio every call runs under `local_scope` (the launcher's token file, if any); over
+    HTTP under the scope the bearer middleware attached, and a request without one is refused
+    (fail closed). `workspace` says which namespace a call that names none means (a scoped
+    token still bounds it)."""
     workspace = workspace or Workspace(None, None, ask_roots=False)
     listed = [
         types.Tool(name=t.name, description=t.description, input_schema=t.input_schema())
