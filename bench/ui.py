@@ -34,6 +34,7 @@ from ui_browser import ui_server  # noqa: E402
 from zmem.models import INJECTION_TAG  # noqa: E402
 
 TARGET_MS = 150.0
+FIRST_PAGE_MS = 1000.0
 
 
 def _mark(path: Path, seed: int) -> tuple[list[str], list[str]]:
@@ -120,6 +121,16 @@ def run_size(size: int, args: argparse.Namespace, cache: Path) -> list[dict]:
         with ui_server(env=env, cwd=Path(work)) as server:
             up_ms = (time.perf_counter() - t0) * 1000
             cookie = _enter(server.port, server.token)
+            # What a person waits for: the link followed, the overview drawn.
+            status = _get(server.port, "/", cookie)[2]
+            first_ms = (time.perf_counter() - t0) * 1000
+            if status != 200:
+                raise SystemExit(f"the first overview answered {status}")
+            search = pages["search (explicit recall)"](0)
+            status = _get(server.port, search, cookie)[2]
+            first_search_ms = (time.perf_counter() - t0) * 1000
+            if status != 200:
+                raise SystemExit(f"the first search answered {status}")
             for round_ in range(args.rounds + 1):
                 for name, make in pages.items():
                     server_ms, wall_ms, status = _get(server.port, make(round_), cookie)
@@ -128,7 +139,11 @@ def run_size(size: int, args: argparse.Namespace, cache: Path) -> list[dict]:
                     if round_:  # round 0 warms each page's code path and cache pages
                         timings[name][0].append(server_ms)
                         timings[name][1].append(wall_ms)
-        print(f"  {size:,}: server up in {up_ms:.0f} ms", file=sys.stderr)
+        print(
+            f"  {size:,}: link printed {up_ms:.0f} ms, first overview {first_ms:.0f} ms, "
+            f"first search {first_search_ms:.0f} ms after the spawn",
+            file=sys.stderr,
+        )
     return [
         {
             "rows": size,
@@ -137,6 +152,8 @@ def run_size(size: int, args: argparse.Namespace, cache: Path) -> list[dict]:
             "server_p95": _p(s, 0.95),
             "wall_p50": statistics.median(w),
             "up_ms": up_ms,
+            "first_ms": first_ms,
+            "first_search_ms": first_search_ms,
         }
         for name, (s, w) in timings.items()
     ]
@@ -182,13 +199,19 @@ def main() -> int:
             f"{r['wall_p50']:.1f} | ≤ {TARGET_MS:.0f}: {ok} |"
         )
     print(
-        "\nFirst start on a store the inspector has not seen (its covering indexes built, the "
-        "model loaded, one warm-up read) until the link is printed:\n"
+        "\nFirst start on a store the inspector has not seen, from the spawn of `zmem ui` to: "
+        "the link printed, the link followed and the overview drawn, then one explicit search "
+        f"drawn (target: the first page within {FIRST_PAGE_MS:.0f} ms):\n"
     )
-    print("| rows | first start ms |\n|---|---:|")
+    print("| rows | link printed ms | first overview ms | first search ms | target |")
+    print("|---|---:|---:|---:|---|")
     for r in rows:
         if r["page"] == "overview":
-            print(f"| {r['rows']:,} | {r['up_ms']:.0f} |")
+            ok = "met" if r["first_ms"] <= FIRST_PAGE_MS else "MISSED"
+            print(
+                f"| {r['rows']:,} | {r['up_ms']:.0f} | {r['first_ms']:.0f} | "
+                f"{r['first_search_ms']:.0f} | ≤ {FIRST_PAGE_MS:.0f}: {ok} |"
+            )
     return 0
 
 

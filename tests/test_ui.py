@@ -263,6 +263,53 @@ def test_a_non_loopback_address_needs_an_explicit_host(tmp_path):
     assert not (tmp_path / "store.sqlite").exists()  # refused before the store is opened
 
 
+def test_the_first_page_does_not_wait_for_the_indexes_or_the_model(tmp_path):
+    """Issue 36: `zmem ui` serves at once. With another process holding the store's write
+    lock, the inspector cannot build its covering indexes, yet the link is printed and the
+    overview and a search answer; once the lock is let go the indexes arrive by themselves.
+    Before, the start waited for the indexes (and the model) before printing the link."""
+    import apsw
+
+    from zmem.db.overview import INSPECTOR_INDEXES
+
+    env = _env(tmp_path)
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            if key.startswith("ZMEM_"):
+                mp.setenv(key, value)
+        seed(tmp_path / "store.sqlite", tmp_path / "data")
+    holder = apsw.Connection(str(tmp_path / "store.sqlite"))
+    holder.execute("BEGIN IMMEDIATE")  # the write lock, as a long job would hold it
+    import time
+
+    try:
+        with ui_server(env=env, cwd=tmp_path) as server:
+            client = Client(server.port)
+            client.enter(server.token)
+            status, _, page = client.request("GET", "/")
+            assert status == 200 and "Overview" in page
+            status, _, page = client.request("GET", "/search?q=deploy+staging")
+            assert status == 200 and "deploy" in page.lower()
+            assert not set(INSPECTOR_INDEXES) & _indexes(holder)
+            # Stopping it does not wait for the lock either.
+            stopped = time.monotonic()
+            server.proc.terminate()
+            assert server.proc.wait(timeout=10) == 0
+            assert time.monotonic() - stopped < 5
+            assert "pages answer meanwhile" in "".join(server.said)
+        holder.execute("ROLLBACK")
+        with ui_server(env=env, cwd=tmp_path) as server:
+            assert set(INSPECTOR_INDEXES) <= _wait_for_indexes(tmp_path / "store.sqlite")
+            client = Client(server.port)
+            client.enter(server.token)
+            assert client.request("GET", "/")[0] == 200
+            assert "Traceback" not in "".join(server.said)
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+
+
 def test_the_inspector_of_a_missing_store_creates_nothing(tmp_path):
     """Reads never create a store (issue 34: `zmem ui` made an empty one)."""
     done = subprocess.run(
@@ -563,6 +610,28 @@ def test_browse_filters_and_continues_from_a_rowid(store):
             store.browse(**bad)
 
 
+def _indexes(conn) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
+
+
+def _wait_for_indexes(path: Path, timeout: float = 20.0) -> set[str]:
+    """The inspector builds its indexes beside the first requests: wait until they are in."""
+    import time
+
+    import apsw
+
+    from zmem.db.overview import INSPECTOR_INDEXES
+
+    deadline = time.monotonic() + timeout
+    while True:
+        conn = apsw.Connection(str(path))
+        names = _indexes(conn)
+        conn.close()
+        if set(INSPECTOR_INDEXES) <= names or time.monotonic() > deadline:
+            return names
+        time.sleep(0.05)
+
+
 def test_the_first_start_indexes_the_store_and_keeps_its_schema_version(served):
     import apsw
 
@@ -570,9 +639,8 @@ def test_the_first_start_indexes_the_store_and_keeps_its_schema_version(served):
     from zmem.db.overview import INSPECTOR_INDEXES
 
     _, _, _, tmp = served
+    assert set(INSPECTOR_INDEXES) <= _wait_for_indexes(tmp / "store.sqlite")
     conn = apsw.Connection(str(tmp / "store.sqlite"))
-    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
-    assert set(INSPECTOR_INDEXES) <= names
     assert schema_version(conn) == SCHEMA_VERSION  # older clients keep opening it
     plan = " ".join(
         r[3]

@@ -50,6 +50,7 @@ from zmem.store.overview import Overview
 from zmem.store.reads import Reader
 from zmem.store.team import Team
 from zmem.store.vectors import StoreVectors
+from zmem.store.warm import Warm
 
 MIN_ID_PREFIX = 4
 AMBIGUITY_SHOWN = 5  # candidates an ambiguous id prefix lists
@@ -61,7 +62,7 @@ def _require_reason(reason: str | None, what: str) -> str:
     return reason.strip()
 
 
-class MemoryStore(BulkJobs, Episodes, Handoff, Learning, Overview, Team):
+class MemoryStore(BulkJobs, Episodes, Handoff, Learning, Overview, Team, Warm):
     """A connection to one store file, migrated to the current schema on open."""
 
     def __init__(self, conn: apsw.Connection, settings: Settings, schema_version: int):
@@ -352,17 +353,6 @@ class MemoryStore(BulkJobs, Episodes, Handoff, Learning, Overview, Team):
     def surface(self, ids: list[str]) -> bool:
         """Record a passive surface event for rows a hook actually showed (False: store busy)."""
         return self.reader.surface(ids)
-
-    def keep_vectors_in_memory(self) -> bool:
-        """Long-lived processes: hold the vector index in memory (see StoreVectors)."""
-        return self.vectors.keep_in_memory()
-
-    def warm_up(self) -> None:
-        """Long-lived processes, before the first real call: one passive read with no
-        telemetry loads pages, the embedder and lazily imported modules; vectors stay in
-        memory."""
-        self.read(RecallRequest.prefetch("warm up"))
-        self.keep_vectors_in_memory()
 
     # ---- reads -----------------------------------------------------------------------------
 

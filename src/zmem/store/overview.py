@@ -15,7 +15,7 @@ import apsw
 from zmem import config
 from zmem.capture.source import source_state
 from zmem.db import memories, overview
-from zmem.db.connect import read_snapshot, transaction
+from zmem.db.connect import connect, read_snapshot, transaction
 from zmem.errors import UsageError
 from zmem.models import INJECTION_TAG, MAX_LIMIT, MEMORY_TYPES, TAINTS, Memory
 
@@ -33,15 +33,21 @@ class Overview:
     def prepare_overview(self, before: Callable[[], None] | None = None) -> list[str]:
         """Create the covering indexes the overview counts read (db.overview explains why),
         once per store, calling `before` first when there is work; returns the ones created.
-        A store without them still answers, slower."""
-        if not overview.missing_indexes(self._conn):
-            return []
-        if before is not None:
-            before()
-        with transaction(self._conn):
-            missing = overview.missing_indexes(self._conn)  # re-read under the write lock
-            overview.create_indexes(self._conn, missing)
-        return missing
+        A store without them still answers, slower. It uses a connection of its own and no
+        state of this handle, so it may run on another thread while this handle serves reads
+        (a second or so per 100k rows under the write lock; readers do not wait for it)."""
+        conn = connect(self.path)
+        try:
+            if not overview.missing_indexes(conn):
+                return []
+            if before is not None:
+                before()
+            with transaction(conn):
+                missing = overview.missing_indexes(conn)  # re-read under the write lock
+                overview.create_indexes(conn, missing)
+            return missing
+        finally:
+            conn.close()
 
     def overview(self, attention_limit: int = 8) -> dict[str, Any]:
         """Counts, series and the rows to look at, for the overview page."""

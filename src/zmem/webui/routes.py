@@ -3,9 +3,11 @@ in front of everything. The one place the app is assembled."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,8 +22,24 @@ from zmem.webui.app import HERE, Inspector
 from zmem.webui.guard import Guard, Keys
 
 
-def build(store: MemoryStore, settings: Settings, keys: Keys, loopback_only: bool) -> Guard:
+def build(
+    store: MemoryStore,
+    settings: Settings,
+    keys: Keys,
+    loopback_only: bool,
+    starting: Callable[[Inspector], Awaitable[None]] | None = None,
+) -> Guard:
+    """The app; `starting` runs beside the requests from the moment the server listens (the
+    warm-up), and is cancelled at shutdown if it is still waiting for its turn."""
     inspector = Inspector(store, settings, keys)
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tasks:
+            if starting is not None:
+                tasks.start_soon(starting, inspector)
+            yield
+            tasks.cancel_scope.cancel()
 
     def bound(handler: Callable[..., Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -47,4 +65,4 @@ def build(store: MemoryStore, settings: Settings, keys: Keys, loopback_only: boo
         Route("/queue/{action}", bound(fixes.queue_fix), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return Guard(Starlette(routes=routes), keys, loopback_only)
+    return Guard(Starlette(routes=routes, lifespan=lifespan), keys, loopback_only)

@@ -1,6 +1,7 @@
 """Running the inspector: decide whether the address may be served (loopback, or another one
 only when the operator typed it), listen, print the one-run URL with its token, open a browser
-if asked, and serve with uvicorn until Ctrl-C or SIGTERM."""
+if asked, and serve with uvicorn until Ctrl-C or SIGTERM. The first page is served at once:
+what makes pages fast (indexes, the model, the vector copy) is prepared beside the requests."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ import webbrowser
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
+import apsw
+
 from zmem.access import bind, is_loopback, serve_asgi, url_host
 from zmem.config import Settings
-from zmem.errors import UsageError
+from zmem.errors import UsageError, ZMemError
 from zmem.store import MemoryStore
+from zmem.webui.app import Inspector
 from zmem.webui.guard import TOKEN_PARAM, Keys, new_token
 from zmem.webui.routes import build
 
@@ -49,12 +54,14 @@ def run(
     sock = bind(host, port)
     sock.listen(128)
     bound = sock.getsockname()[1]
-    store.prepare_overview(
-        lambda: announce("indexing this store for the inspector, once (about 1 s per 100k rows)")
-    )
-    store.warm_up()  # the first search answers as fast as the rest
     token = new_token()
-    app = build(store, settings, Keys(token, bound), loopback_only=is_loopback(host))
+    app = build(
+        store,
+        settings,
+        Keys(token, bound),
+        loopback_only=is_loopback(host),
+        starting=lambda ui: _prepare(ui, announce),
+    )
     url = url_for(host, bound, token)
     if not is_loopback(host):
         announce(
@@ -68,6 +75,37 @@ def run(
     finally:
         if page is not None:
             page.unlink(missing_ok=True)
+
+
+async def _prepare(ui: Inspector, announce: Callable[[str], None]) -> None:
+    """What makes every page fast, done while the pages are already served: the overview's
+    covering indexes (a connection of their own, so pages read meanwhile; the overview
+    answers without them, slower) and the model load, on a thread; then the in-memory vector
+    copy, as one more store call in turn (it reads through the store's own connection)."""
+
+    def aside() -> None:
+        try:
+            ui.store.prepare_overview(
+                lambda: announce(
+                    "indexing this store for the inspector, once (about 1 s per 100k rows); "
+                    "pages answer meanwhile"
+                )
+            )
+        except (apsw.Error, ZMemError) as exc:  # a busy or read-only store: pages still answer
+            announce(f"the inspector's indexes were not built ({exc}); pages answer, slower")
+        ui.store.load_model()  # fail-open: a model that cannot load leaves search lexical
+
+    # A daemon thread, watched rather than joined: stopping the server must not wait for it
+    # (a long job's write lock would keep Ctrl-C waiting for the busy deadline), and the
+    # interpreter joins every other thread at exit. It holds no handle the exit closes.
+    thread = threading.Thread(target=aside, name="zmem-ui-prepare", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        await anyio.sleep(0.02)
+    try:
+        await ui.call(ui.store.keep_vectors_in_memory)
+    except Exception as exc:  # a warm-up never stops the server: searches read the index
+        announce(f"searches read the vector index directly ({exc})")
 
 
 def _open_browser(url: str, data_dir: Path) -> Path | None:
