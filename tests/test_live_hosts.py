@@ -733,3 +733,78 @@ def test_codex_after_zmem_setup_recalls_a_memory_added_without_namespace(tmp_pat
         s.where()
     )
     assert any(SETUP_MARKER in t for r in s.turn_requests(prompt) for t in developer_texts(r))
+
+
+# ---- the http prompt hook (issue 36) ---------------------------------------------------------
+
+HTTP_MARKERS = ("zmem-http-marker-5120", "zmem-http-marker-5121")
+
+
+@needs_claude
+def test_claude_http_prompt_hook_answers_and_survives_a_killed_resident_process(
+    tmp_path_factory,
+):
+    """`zmem setup claude` wires the prompt as an http hook: the real Claude Code POSTs it to
+    the keeper's port, the resident process answers, the lesson reaches the model and no hook
+    process starts for the prompt. Then the answering process is killed, and the session's
+    next prompt (`--continue`: the same session) still gets its memory."""
+    import signal
+
+    assert VENV is not None and CLAUDE is not None
+    world = World(tmp_path_factory.mktemp("claude-http"))
+    daemon_on = {"ZMEM_HOOK_DAEMON": "1"}
+
+    def zmem(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [str(VENV / "bin" / "python"), "-c", "from zmem.cli import main; main()", *args],
+            env=world.env(**daemon_on), cwd=world.project, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done
+
+    def workers() -> list[int]:
+        found = subprocess.run(
+            ["pgrep", "-f", f"zmem.resident.daemon {world.data} --http-fd"],
+            capture_output=True, text=True,
+        ).stdout.split()  # fmt: skip
+        return [int(p) for p in found]
+
+    setup = zmem("setup", "claude", "--no-model")
+    assert "UserPromptSubmit (http)" in setup.stdout, setup.stdout
+    settings = json.loads((world.home / ".claude" / "settings.json").read_text())
+    assert settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["type"] == "http"
+    first = f"Open a pull request only after make check passes ({HTTP_MARKERS[0]})"
+    second = f"Database migrations run through alembic upgrade head ({HTTP_MARKERS[1]})"
+    zmem("add", "--type", "lesson", "--signal", "user", "--content", first)
+    zmem("add", "--type", "lesson", "--signal", "user", "--content", second)
+    world.bury(LATER_ROWS)  # SessionStart shows these; the prompt hook brings the lessons
+    env = world.env(
+        ANTHROPIC_BASE_URL="{MOCK_URL}", ANTHROPIC_API_KEY="sk-ant-offline-test",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1", **daemon_on,
+    )  # fmt: skip
+    try:
+        prompt = "When may I open a pull request?"
+        s = Session(world, *_run(world, [str(CLAUDE), "-p", prompt], env))
+        prompts = world.logged("claude", "UserPromptSubmit")
+        assert [(r["reason"], r.get("via")) for r in prompts] == [("injected", "http")], (
+            s.where()
+        )
+        assert any(HTTP_MARKERS[0] in body for body in s.turn(prompt)), s.where()
+        killed = workers()
+        assert killed, s.where()
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        world.clear_log()
+        prompt = "How do I run the database migrations?"
+        s = Session(world, *_run(world, [str(CLAUDE), "-p", "--continue", prompt], env))
+        prompts = world.logged("claude", "UserPromptSubmit")
+        assert [(r["reason"], r.get("via")) for r in prompts] == [("injected", "http")], (
+            s.where()
+        )
+        assert any(HTTP_MARKERS[1] in body for body in s.turn(prompt)), s.where()
+        assert not set(workers()) & set(killed)
+    finally:
+        from zmem.resident import keeper
+
+        keeper.stop(world.data)

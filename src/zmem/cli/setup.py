@@ -27,6 +27,19 @@ class _Host(click.ParamType):
         return value
 
 
+def _keeper(changes, env) -> None:
+    """The http prompt hook's keeper follows the wiring: started (warm before the first
+    prompt) when the port is configured, stopped when the configuration went."""
+    from zmem.resident import http_hook, keeper
+
+    for c in changes:
+        if c.path.name == http_hook.config_path(c.path.parent).name:
+            if c.after is None:
+                keeper.stop(c.path.parent)
+            else:
+                http_hook.start(c.path.parent, env)
+
+
 @cli.command()
 @click.argument("host", type=_Host(), metavar="HOST")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
@@ -50,9 +63,16 @@ class _Host(click.ParamType):
     "--hermes-home", metavar="DIR",
     help="With hermes: the Hermes home (default $HERMES_HOME, else ~/.hermes).",
 )  # fmt: skip
+@click.option(
+    "--prompt-hook", type=click.Choice(["http", "command"]), default=None,
+    help="claude only: how the prompt hook runs. http (the default): Claude Code POSTs each "
+    "prompt to ZMem's resident process on 127.0.0.1, with a secret only you can read, and no "
+    "process starts; command: a hook process per prompt, as for the other hosts.",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and the checks as JSON.")
 @click.pass_obj
-def setup(obj, host, dry_run, remove, fetch_model, model_from, no_model, hermes_home, as_json):
+def setup(obj, host, dry_run, remove, fetch_model, model_from, no_model, hermes_home, prompt_hook,
+          as_json):  # fmt: skip
     """Connect an agent host to ZMem: its hooks (or MCP server) run this install.
 
     \b
@@ -90,8 +110,10 @@ def setup(obj, host, dry_run, remove, fetch_model, model_from, no_model, hermes_
     if host == "hermes":
         changes, written, hermes_notes = _hermes(dry_run, remove, hermes_home)
     else:
-        changes = wiring.plan(host, env, remove=remove, install=install)
+        changes = wiring.plan(host, env, remove=remove, install=install, prompt_hook=prompt_hook)
         written = [] if dry_run else wiring.apply(changes)
+        if host == "claude" and not dry_run:
+            _keeper(changes, env)
         hermes_notes = []
         if not (dry_run or remove):
             # The .pyc files the hooks import: an install that did not write them (uv does

@@ -17,6 +17,7 @@ from typing import Any
 
 from zmem import installation
 from zmem.errors import UsageError
+from zmem.resident import http_hook, wire
 
 HOSTS = ("claude", "codex", "zcode", "hermes", "mcp")
 # The environment a hook must see to find the store this install uses: hosts do not pass the
@@ -24,6 +25,8 @@ HOSTS = ("claude", "codex", "zcode", "hermes", "mcp")
 _CARRIED_ENV = ("ZMEM_DATA", "ZMEM_STORE")
 BACKUP_SUFFIX = ".zmem-backup"
 _TEMPLATES = {"claude": "hooks.json", "codex": "codex.json", "zcode": "zcode.json"}
+PROMPT_HOOKS = ("http", "command")  # how `setup claude` wires the prompt (http: no process)
+HTTP_HOOK_TIMEOUT_S = 10  # a resident process started cold answers in ~2 s; warm in ~20 ms
 
 
 @dataclass
@@ -35,6 +38,8 @@ class Change:
     # Files ZMem made earlier that this change deletes (the backup, once it is restored).
     drop: list[Path] = field(default_factory=list)
     restored: bool = False  # `after` is the backup's own text: the file as it was before setup
+    private: bool = False  # it holds the http hook's secret: written readable by the user alone
+    backup: bool = True  # copy the file as it was before ZMem first changed it
 
     @property
     def changed(self) -> bool:
@@ -78,12 +83,14 @@ def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
 
 
 def is_ours(entry: Any) -> bool:
-    """A hook entry ZMem wrote (any install's: a launcher of ours in its command)."""
+    """A hook entry ZMem wrote (any install's: a launcher of ours in its command, or the http
+    prompt hook's path in its URL)."""
     if not isinstance(entry, dict):
         return False
-    commands = [
-        str(h.get("command", "")) for h in entry.get("hooks", []) or [] if isinstance(h, dict)
-    ]
+    handlers = [h for h in entry.get("hooks", []) or [] if isinstance(h, dict)]
+    commands = [str(h.get("command", "")) for h in handlers]
+    if any(http_hook.PATH_PREFIX in str(h.get("url", "")) for h in handlers):
+        return True
     return any(mark in c for c in commands for mark in installation.HOOK_MARKS)
 
 
@@ -102,10 +109,16 @@ def _dump(doc: dict[str, Any]) -> str:
 
 
 def hook_config(
-    host: str, path: Path, env: dict[str, str], install: installation.Install
+    host: str,
+    path: Path,
+    env: dict[str, str],
+    install: installation.Install,
+    http: http_hook.HttpConfig | None = None,
 ) -> Change:
     """The host's settings file with ZMem's hook entries merged in: one per event the host
-    sends, in the shape of the plugin's hooks file, other entries untouched."""
+    sends, in the shape of the plugin's hooks file, other entries untouched. With `http`, the
+    events it serves (the prompt) are Claude Code `http` hooks to the keeper's port, carrying
+    the secret, and the file becomes readable by the user alone."""
     before, doc = _read_json(path)
     hooks = _hooks_of(path, doc)
     doc["hooks"] = hooks
@@ -115,13 +128,42 @@ def hook_config(
         ours = []
         for entry in entries:
             entry = json.loads(json.dumps(entry))
-            for h in entry["hooks"]:
-                h["command"] = hook_command(event, host, env, install)
+            if http is not None and event in http_hook.EVENTS:
+                entry["hooks"] = [_http_handler(event, http)]
+            else:
+                for h in entry["hooks"]:
+                    h["command"] = hook_command(event, host, env, install)
             ours.append(entry)
         replaced = len(hooks.get(event, [])) - len(kept)
         hooks[event] = kept + ours
-        summary.append(f"{event}: {'replaced' if replaced else 'added'}")
-    return Change(path, before, _dump(doc), summary)
+        how = " (http)" if http is not None and event in http_hook.EVENTS else ""
+        summary.append(f"{event}{how}: {'replaced' if replaced else 'added'}")
+    return Change(path, before, _dump(doc), summary, private=http is not None)
+
+
+def _http_handler(event: str, http: http_hook.HttpConfig) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "url": http.url(event),
+        "headers": {"Authorization": f"Bearer {http.secret}"},
+        "timeout": HTTP_HOOK_TIMEOUT_S,
+    }
+
+
+def http_config(data_dir: Path, remove: bool) -> Change:
+    """<data dir>/hookd-http.json: the port and secret the keeper and the hook share. Kept as
+    it is when valid (setup again changes nothing); removed with --remove."""
+    path = http_hook.config_path(data_dir)
+    before = _read_text(path)
+    if remove:
+        return Change(
+            path, before, None, ["http prompt hook: port and secret removed"], backup=False
+        )
+    config = http_hook.new_config(http_hook.parse_config(before))
+    return Change(
+        path, before, config.text(), [f"http prompt hook on 127.0.0.1:{config.port}"],
+        private=True, backup=False,
+    )  # fmt: skip
 
 
 def unhook_config(path: Path) -> Change:
@@ -238,12 +280,34 @@ def host_files(env: dict[str, str]) -> dict[str, Path]:
 
 def plan(
     host: str, env: dict[str, str] | None = None, *, remove: bool = False,
-    install: installation.Install | None = None,
+    install: installation.Install | None = None, prompt_hook: str | None = None,
 ) -> list[Change]:  # fmt: skip
+    """The changes `setup HOST` makes. `prompt_hook`: "http" (Claude Code's default: the prompt
+    starts no process) or "command"; other hosts take commands only."""
     env = dict(os.environ if env is None else env)
     install = install or installation.detect()
     home = Path(env.get("HOME") or Path.home())
     codex_home = Path(env.get("CODEX_HOME") or home / ".codex")
+    if prompt_hook not in (None, *PROMPT_HOOKS):
+        raise UsageError(f"--prompt-hook is one of {', '.join(PROMPT_HOOKS)}")
+    if prompt_hook == "http" and host != "claude":
+        raise UsageError(f"--prompt-hook http is for claude; {host} runs command hooks only")
+    resident = wire.flag("ZMEM_HOOK_DAEMON", environ=env)
+    if prompt_hook == "http" and not resident and not remove:
+        raise UsageError(
+            "--prompt-hook http is answered by the resident process, which ZMEM_HOOK_DAEMON=0 "
+            "turns off: unset it, or use --prompt-hook command"
+        )
+    if host == "claude":
+        path = host_files(env)[host]
+        data_dir = Path(env["ZMEM_DATA"]).expanduser() if env.get("ZMEM_DATA") else home / ".zmem"
+        if remove:
+            return [unhook_config(path), http_config(data_dir, remove=True)]
+        if (prompt_hook or ("http" if resident else "command")) == "command":
+            return [hook_config(host, path, env, install), http_config(data_dir, remove=True)]
+        config = http_config(data_dir, remove=False)
+        http = http_hook.parse_config(config.after)
+        return [hook_config(host, path, env, install, http), config]
     if host in _TEMPLATES:
         path = host_files(env)[host]
         return [unhook_config(path) if remove else hook_config(host, path, env, install)]
@@ -297,14 +361,16 @@ def _write(c: Change) -> None:
         c.path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(c.after)
-        if c.before is not None:
+        if c.private:
+            os.chmod(tmp, 0o600)  # it holds the http hook's secret
+        elif c.before is not None:
             try:
                 os.chmod(tmp, c.path.stat().st_mode & 0o7777)
             except OSError:
                 pass
-            if not backup.exists():
-                with open(backup, "w", encoding="utf-8") as fh:
-                    fh.write(c.before)
+        if c.before is not None and c.backup and not backup.exists():
+            with open(backup, "w", encoding="utf-8") as fh:
+                fh.write(c.before)
         os.replace(tmp, c.path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

@@ -2,11 +2,13 @@
 the open store and the loaded embedder so a prompt hook costs a socket round trip instead of an
 interpreter start plus imports plus model load. It answers only clients of the same install
 with the same ZMEM_* settings, hands over to a fresh process when its code changes on disk, logs
-each decision as the client would, and exits when idle."""
+each decision as the client would, and exits when idle. Started by the keeper (resident.keeper)
+it also answers Claude Code's http prompt hook on the loopback socket the keeper holds."""
 
 from __future__ import annotations
 
 import os
+import selectors
 import socket
 import sys
 import time
@@ -17,9 +19,13 @@ from zmem.config import load_settings
 from zmem.hosts import events
 from zmem.hosts.verbs import Hooks
 from zmem.layout import SOCKET_NAME, SPAWN_STAMP
-from zmem.resident import client, code, dispatch, reads, wire
+from zmem.resident import client, code, dispatch, http_hook, reads, wire
 
 DEFAULT_IDLE_S = 900.0
+# Exit statuses the keeper reads: idle (start the next one when a request comes), handing over
+# to fresh code (start it now). Anything else is a crash: start the next one now.
+EXIT_IDLE = 0
+EXIT_HANDOVER = 3
 READ_TIMEOUT_S = 2.0
 MAX_REQUEST_BYTES = 4 << 20
 
@@ -32,8 +38,12 @@ def _idle_seconds() -> float:
 
 
 class Resident:
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, http: socket.socket | None = None):
         self.data_dir = data_dir
+        # The keeper's listening socket and the secret its requests must carry (None: no
+        # http hook, a resident process a command hook started).
+        self.http = http
+        self.http_config = http_hook.load_config(data_dir) if http is not None else None
         self.path = data_dir / SOCKET_NAME
         self.pkg = str(code.PACKAGE_DIR)
         self.build = code.build_id()
@@ -82,6 +92,44 @@ class Resident:
         client.log_line(self.data_dir, host, event, reason, fields)
         return wire.encode_reply(reason, out)
 
+    def answer_http(self, conn: socket.socket) -> bool:
+        """One http hook request on an accepted connection; True when it was answered. Every
+        failure after the secret is checked is a silent success for the host (an empty JSON
+        body: the prompt goes on without context, as a command hook fails open)."""
+        t0 = time.monotonic()
+        request = http_hook.read_request(conn)
+        if request is None:
+            http_hook.reply(conn, 400, "{}")
+            return False
+        routed = http_hook.route(request.path)
+        if routed is None:
+            http_hook.reply(conn, 404, "{}")
+            return False
+        if request.method != "POST":
+            http_hook.reply(conn, 405, "{}")
+            return False
+        config = self.http_config
+        if config is None or not http_hook.authorized(request, config.secret):
+            client.log_line(self.data_dir, routed[0], routed[1], "unauthorized", {"via": "http"})
+            http_hook.reply(conn, 401, "{}")
+            return False
+        host, event = routed
+        for key in wire.REQUEST_ENV_KEYS:  # the http body is the whole request: no env rides
+            os.environ.pop(key, None)
+        try:
+            self.hooks.reopen_if_replaced()
+            out, reason, fields = dispatch.respond(
+                host, event, request.body.decode("utf-8", "replace"), self.data_dir, t0,
+                self._execute,
+            )  # fmt: skip
+        except Exception as exc:
+            out, reason, fields = "", "error", {"error": type(exc).__name__}
+        fields["via"] = "http"
+        fields["ms"] = int((time.monotonic() - t0) * 1000)
+        client.log_line(self.data_dir, host, event, reason, fields)
+        http_hook.reply(conn, 200, out)
+        return True
+
     def _read(self, payload: bytes, t0: float) -> bytes:
         """A CLI read (resident.reads) on the open store; logged like a hook's decision."""
         try:
@@ -121,10 +169,13 @@ class Resident:
             self.hooks.close()  # reopen on the next request (the file may have been replaced)
             raise
 
-    def serve(self) -> None:
-        if self.path.exists():
+    def serve(self) -> int:
+        """Answer until idle (EXIT_IDLE) or until fresh code or another process takes over
+        (EXIT_HANDOVER). One started by the keeper takes the socket path over from a resident
+        process a command hook started; that one sees its path gone and leaves."""
+        if self.path.exists() and self.http is None:
             if client.answers(self.path):
-                return  # another resident process already serves this data dir
+                return EXIT_IDLE  # another resident process already serves this data dir
             self.path.unlink(missing_ok=True)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.data_dir / f".zmem-hookd.{os.getpid()}.sock"
@@ -135,23 +186,44 @@ class Resident:
         os.replace(tmp, self.path)  # visible only once it accepts
         ino = self.path.stat().st_ino
         (self.data_dir / SPAWN_STAMP).unlink(missing_ok=True)
-        server.settimeout(1.0)
+        ready = selectors.DefaultSelector()
+        ready.register(server, selectors.EVENT_READ, self._answer)
+        if self.http is not None:
+            ready.register(self.http, selectors.EVENT_READ, self.answer_http)
         idle = _idle_seconds()
         last = time.monotonic()
+        checked = last
+        replaced = False
         try:
             while not self.stale and time.monotonic() - last < idle:
-                try:
-                    conn, _ = server.accept()
-                except TimeoutError:
+                events_ = ready.select(timeout=1.0)
+                if time.monotonic() - checked >= 1.0:
+                    # Once a second, busy or not (a client probing the port must not keep
+                    # this from ever looking): fresh code, the socket path, the http config.
+                    checked = time.monotonic()
                     self._check_code()
+                    replaced = self._replaced(ino)
+                    if replaced or not self._http_wanted():
+                        break
+                if not events_:
                     continue
-                with conn:
-                    if self._answer(conn):
-                        # Only answered requests keep it alive: a client it refuses (another
-                        # release) must not keep an unused process resident for good.
-                        last = time.monotonic()
+                for key, _ in events_:
+                    try:
+                        conn, _ = key.fileobj.accept()  # type: ignore[union-attr]
+                    except (BlockingIOError, InterruptedError):
+                        continue  # another process took this connection
+                    with conn:
+                        try:
+                            answered = key.data(conn)
+                        except OSError:
+                            answered = False
+                        if answered:
+                            # Only answered requests keep it alive: a client it refuses
+                            # (another release) must not keep an unused process resident.
+                            last = time.monotonic()
                 self._between_requests()
         finally:
+            ready.close()
             try:
                 if self.path.stat().st_ino == ino:
                     self.path.unlink()
@@ -159,6 +231,23 @@ class Resident:
                 pass
             server.close()
             self.hooks.close()
+        return EXIT_HANDOVER if self.stale or replaced else EXIT_IDLE
+
+    def _http_wanted(self) -> bool:
+        """Started by the keeper: `setup` still wires this port and secret (`--remove`, or a
+        switch to command hooks, ends this process and then its keeper)."""
+        if self.http is None:
+            return True
+        current = http_hook.load_config(self.data_dir)
+        return current is not None and current == self.http_config
+
+    def _replaced(self, ino: int) -> bool:
+        """Another process now serves the socket path (the keeper's resident process took it
+        over): new clients reach that one, so this one leaves instead of idling out."""
+        try:
+            return self.path.stat().st_ino != ino
+        except OSError:
+            return False  # gone (a sweep, a test's cleanup): keep serving who is connected
 
     def _check_code(self) -> None:
         """Hand over to a fresh process when the code on disk changed (an upgrade, an edit).
@@ -203,10 +292,19 @@ class Resident:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
+    """`python -m zmem.resident.daemon [DATA_DIR] [--http-fd N]`: N is the keeper's listening
+    socket, inherited. Exits with EXIT_IDLE or EXIT_HANDOVER for the keeper."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    http = None
+    if "--http-fd" in args:
+        at = args.index("--http-fd")
+        fd = int(args[at + 1])
+        del args[at : at + 2]
+        http = socket.socket(fileno=fd)
+        http.setblocking(False)  # two processes may wake for one connection; one accepts
     layout.keep_private()
     data_dir = Path(args[0]) if args else client.data_dir()
-    resident = Resident(data_dir)
+    resident = Resident(data_dir, http)
     try:
         resident.warm()
     except Exception:
@@ -215,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         code.compile_code()
     except Exception:
         pass  # a read-only install only loses the cached bytecode
-    resident.serve()
+    sys.exit(resident.serve())
 
 
 if __name__ == "__main__":

@@ -46,6 +46,17 @@ def skip_reason(host: str, ev: events.HookEvent, query_context: bool) -> str | N
     return None
 
 
+def _start_keeper(ddir: Path) -> None:
+    """The keeper of Claude Code's http prompt hook, when `setup claude` wired one and nothing
+    holds its port (a reboot, a kill): started before the session's first prompt."""
+    try:
+        from zmem.resident import http_hook  # not on any other event's path
+
+        http_hook.start(ddir)
+    except Exception:
+        pass  # a hook never fails its host; the next SessionStart tries again
+
+
 def respond(
     host: str,
     event_name: str,
@@ -63,6 +74,8 @@ def respond(
     except ValueError:
         return "", "error", {"error": "bad-json"}
     ev = events.normalize(host, event_name, payload)
+    if event_name == "SessionStart" and host == "claude":
+        _start_keeper(ddir)
     query_context = wire.flag("ZMEM_QUERY_CONTEXT")
     if event_name in ("PostToolUse", "PostToolUseFailure"):
         o = opsring.record_event(query_context, ddir, ev)  # the ring, never the store

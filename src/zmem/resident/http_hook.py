@@ -1,0 +1,244 @@
+"""Claude Code's `http` hook, as the resident process answers it: the POST Claude Code sends (the
+hook's JSON, the body a command hook reads on stdin) read off a loopback connection, the
+per-user secret checked before anything runs, and the reply a command hook would print, as
+the JSON body Claude Code reads. Also the settings the keeper, the resident process and
+`setup claude` share (<data dir>/hookd-http.json: port and secret), and starting the keeper
+(resident.keeper) when none holds the port. Standard library only."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from zmem.layout import HTTP_CONFIG, PRIVATE_FILE_MODE
+from zmem.resident import wire
+from zmem.resident.code import PACKAGE_DIR
+
+PATH_PREFIX = "/zmem-hook/"  # /zmem-hook/<host>/<event>; also how setup knows its entries
+HOST = "claude"  # the one host with http hooks (Codex and ZCode run commands only)
+EVENTS = frozenset({"UserPromptSubmit"})  # wired as http by setup; others stay commands
+MAX_HEAD_BYTES = 16 << 10
+MAX_BODY_BYTES = 4 << 20
+READ_TIMEOUT_S = 2.0
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    port: int
+    secret: str
+
+    def url(self, event: str) -> str:
+        return f"http://{LOOPBACK}:{self.port}{PATH_PREFIX}{HOST}/{event}"
+
+    def text(self) -> str:
+        return json.dumps({"port": self.port, "secret": self.secret}, indent=2) + "\n"
+
+
+def config_path(data_dir: Path) -> Path:
+    return data_dir / HTTP_CONFIG
+
+
+def parse_config(text: str | None) -> HttpConfig | None:
+    """The config from its file's text; None for no file or one that is not ours."""
+    if not text:
+        return None
+    try:
+        doc = json.loads(text)
+        port, secret = doc["port"], doc["secret"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(port, int) or not 0 < port < 65536:
+        return None
+    if not isinstance(secret, str) or len(secret) < 32:
+        return None
+    return HttpConfig(port, secret)
+
+
+def load_config(data_dir: Path) -> HttpConfig | None:
+    try:
+        return parse_config(config_path(data_dir).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def new_config(previous: HttpConfig | None) -> HttpConfig:
+    """The config setup writes: the previous one kept (running setup again changes nothing),
+    else a port free now and a new 256-bit secret."""
+    if previous is not None:
+        return previous
+    import secrets
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        port = probe.getsockname()[1]
+    return HttpConfig(port, secrets.token_urlsafe(32))
+
+
+def write_config(data_dir: Path, config: HttpConfig) -> None:
+    """Readable by this user alone, written whole (a keeper never reads half a file)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = config_path(data_dir)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(config.text())
+    os.replace(tmp, path)
+
+
+def listen(port: int) -> socket.socket:
+    """The keeper's listening socket, inherited by each resident process it starts."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((LOOPBACK, port))
+        sock.listen(64)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+def read_request(conn: socket.socket) -> Request | None:
+    """One HTTP/1.1 request with a Content-Length body (what Claude Code's client sends), or
+    None for anything else: a request too big, cut short or not HTTP."""
+    conn.settimeout(READ_TIMEOUT_S)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if len(data) > MAX_HEAD_BYTES:
+            return None
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        return None
+    headers = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            return None
+        headers[name.strip().lower()] = value.strip()
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        return None
+    try:
+        length = int(headers.get("content-length", "0"))
+    except ValueError:
+        return None
+    if not 0 <= length <= MAX_BODY_BYTES:
+        return None
+    while len(body) < length:
+        chunk = conn.recv(min(65536, length - len(body)))
+        if not chunk:
+            return None
+        body += chunk
+    return Request(parts[0], parts[1], headers, body[:length])
+
+
+def authorized(request: Request, secret: str) -> bool:
+    """The request carries the secret (`Authorization: Bearer <secret>`); compared in constant
+    time, so the answer's timing says nothing about how much of a guess was right."""
+    kind, _, given = request.headers.get("authorization", "").partition(" ")
+    if kind.lower() != "bearer" or not given:
+        return False
+    return hmac.compare_digest(given.strip().encode(), secret.encode())
+
+
+def route(path: str) -> tuple[str, str] | None:
+    """(host, event) of a hook path this endpoint answers, else None."""
+    if not path.startswith(PATH_PREFIX):
+        return None
+    host, sep, event = path[len(PATH_PREFIX) :].partition("/")
+    if not sep or host != HOST or not event.isalpha():
+        return None
+    return host, event
+
+
+STATUS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+}
+
+
+def reply(conn: socket.socket, status: int, body: str) -> None:
+    """The response, then the connection closes (one request a connection)."""
+    data = body.encode("utf-8")
+    head = (
+        f"HTTP/1.1 {status} {STATUS[status]}\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(data)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    conn.sendall(head.encode("ascii") + data)
+
+
+def worker_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment as it came (the ZMEM_* settings the hook clients also carry: the
+    resident process serves only clients with equal ones), with this install first on the
+    import path."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(PACKAGE_DIR.parent), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    return env
+
+
+def running(data_dir: Path) -> bool:
+    """A keeper holds the configured port (a connection to it is accepted into its queue)."""
+    config = load_config(data_dir)
+    if config is None:
+        return False
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.settimeout(0.2)
+        s.connect((LOOPBACK, config.port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def start(data_dir: Path, env: dict[str, str] | None = None) -> bool:
+    """Start a keeper detached when setup wired the http hook and none holds its port. True
+    when one was started. Called by `setup claude` and by every Claude Code SessionStart
+    (resident.dispatch), so the first session after a reboot, or after the keeper was killed,
+    brings it back before its first prompt."""
+    if not wire.flag("ZMEM_HOOK_DAEMON", environ=os.environ if env is None else env):
+        return False  # the resident process is turned off, and the keeper with it
+    if load_config(data_dir) is None or running(data_dir):
+        return False
+    import subprocess  # ~6 ms, paid only when a keeper is started
+
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "zmem.resident.keeper", str(data_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=worker_env(env),
+        )
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,135 @@
+"""The keeper: the small process that holds the loopback port of Claude Code's http prompt hook
+for as long as the user's sessions run, and starts the resident process that answers on it.
+The resident process inherits the listening socket, so when it dies (a crash, a kill) or
+idles out, requests wait in the socket's queue while the keeper starts the next one, instead
+of being refused: the prompt is answered late, never dropped. Standard library only."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from zmem import layout
+from zmem.resident import client, http_hook
+
+CRASH_WINDOW_S = 60.0
+CRASHES_BEFORE_WAITING = 5  # in that window: then start the next only when a request comes
+CONFIG_CHECK_S = 30.0  # how often an idle keeper checks that setup still wants it
+EXIT_IDLE, EXIT_HANDOVER = 0, 3  # resident.daemon's exit statuses (not imported: it is heavy)
+
+
+def _wanted(data_dir: Path, config: http_hook.HttpConfig) -> bool:
+    """setup still wires this port and secret (--remove deletes the file; a new setup with
+    another port makes this keeper give way to the next)."""
+    return http_hook.load_config(data_dir) == config
+
+
+class Keeper:
+    def __init__(self, data_dir: Path, config: http_hook.HttpConfig):
+        self.data_dir = data_dir
+        self.config = config
+        self.sock = http_hook.listen(config.port)
+        self.stopping = False
+        self.crashes: list[float] = []
+        self.proc: subprocess.Popen | None = None
+
+    def run(self) -> None:
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        start_now = True  # the first resident process: warm before the first prompt
+        while not self.stopping:
+            if not start_now and not self._wait_for_request():
+                break
+            status = self._run_worker()
+            if self.stopping or not _wanted(self.data_dir, self.config):
+                break
+            if status == EXIT_IDLE:
+                start_now = False
+            elif status == EXIT_HANDOVER:
+                start_now = True
+            else:
+                now = time.monotonic()
+                self.crashes = [t for t in self.crashes if now - t < CRASH_WINDOW_S] + [now]
+                client.log_line(
+                    self.data_dir, "keeper", "resident", "crashed", {"error": f"status {status}"}
+                )
+                # A process that dies at once again and again (a broken install) is started
+                # only when a request comes, not in a loop.
+                start_now = len(self.crashes) < CRASHES_BEFORE_WAITING
+        self.sock.close()
+
+    def _stop(self, *_: object) -> None:
+        self.stopping = True
+        if self.proc is not None:
+            self.proc.terminate()  # it holds the port too: the keeper's stop is its stop
+
+    def _wait_for_request(self) -> bool:
+        """Block until a connection waits on the port (True), or setup no longer wants this
+        keeper or it is told to stop (False)."""
+        with selectors.DefaultSelector() as ready:
+            ready.register(self.sock, selectors.EVENT_READ)
+            while not self.stopping:
+                if ready.select(timeout=CONFIG_CHECK_S):
+                    return True
+                if not _wanted(self.data_dir, self.config):
+                    return False
+        return False
+
+    def _run_worker(self) -> int:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "zmem.resident.daemon", str(self.data_dir),
+                "--http-fd", str(self.sock.fileno()),
+            ],
+            pass_fds=(self.sock.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=http_hook.worker_env(),
+        )  # fmt: skip
+        try:
+            return self.proc.wait()
+        finally:
+            self.proc = None
+
+
+def stop(data_dir: Path) -> bool:
+    """Stop the keeper of this data dir (setup --remove); True when one was told to."""
+    try:
+        pid = int((data_dir / layout.KEEPER_PID).read_text().strip())
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    layout.keep_private()
+    data_dir = Path(args[0]) if args else client.data_dir()
+    config = http_hook.load_config(data_dir)
+    if config is None:
+        sys.exit(2)  # setup did not wire the http hook here
+    try:
+        keeper = Keeper(data_dir, config)
+    except OSError:
+        sys.exit(0)  # the port is held: another keeper already serves it
+    pid_file = data_dir / layout.KEEPER_PID
+    pid_file.write_text(f"{os.getpid()}\n")
+    try:
+        keeper.run()
+    finally:
+        try:
+            if pid_file.read_text().strip() == str(os.getpid()):
+                pid_file.unlink()
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    main()
