@@ -314,6 +314,9 @@ def test_setup_claude_wires_the_prompt_as_an_http_hook(home, run_cli, monkeypatc
         assert stat.S_IMODE(settings.stat().st_mode) == 0o600
         assert stat.S_IMODE(http_hook.config_path(data).stat().st_mode) == 0o600
         assert _settle(lambda: http_hook.running(data))  # warm before the first prompt
+        doctor = json.loads(run_cli("doctor", "--format", "json").output)
+        wiring = next(c for c in doctor["checks"] if c["check"] == "host-wiring")
+        assert f"prompt: http hook on 127.0.0.1:{config.port}, keeper running" in wiring["detail"]
         again = json.loads(run_cli("setup", "claude", "--no-model", "--json").output)
         assert again["written"] == []  # same port, same secret: nothing to rewrite
         done = run_cli("setup", "claude", "--remove")

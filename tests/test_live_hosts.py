@@ -787,9 +787,7 @@ def test_claude_http_prompt_hook_answers_and_survives_a_killed_resident_process(
         prompt = "When may I open a pull request?"
         s = Session(world, *_run(world, [str(CLAUDE), "-p", prompt], env))
         prompts = world.logged("claude", "UserPromptSubmit")
-        assert [(r["reason"], r.get("via")) for r in prompts] == [("injected", "http")], (
-            s.where()
-        )
+        assert [(r["reason"], r.get("via")) for r in prompts] == [("injected", "http")], s.where()
         assert any(HTTP_MARKERS[0] in body for body in s.turn(prompt)), s.where()
         killed = workers()
         assert killed, s.where()
@@ -799,9 +797,7 @@ def test_claude_http_prompt_hook_answers_and_survives_a_killed_resident_process(
         prompt = "How do I run the database migrations?"
         s = Session(world, *_run(world, [str(CLAUDE), "-p", "--continue", prompt], env))
         prompts = world.logged("claude", "UserPromptSubmit")
-        assert [(r["reason"], r.get("via")) for r in prompts] == [("injected", "http")], (
-            s.where()
-        )
+        assert [(r["reason"], r.get("via")) for r in prompts] == [("injected", "http")], s.where()
         assert any(HTTP_MARKERS[1] in body for body in s.turn(prompt)), s.where()
         assert not set(workers()) & set(killed)
     finally:

@@ -288,6 +288,8 @@ def wiring(env: Mapping[str, str], home: Path) -> dict[str, Any]:
             "missing": sorted({p for p in paths if not Path(p).exists()}),
             "fix": f"zmem setup {host}",
         }  # fmt: skip
+    if hosts["claude"]["wired"]:
+        hosts["claude"]["prompt_hook"] = _prompt_hook(env, home)
     mcp = ((read_json(home / ".claude.json") or {}).get("mcpServers") or {}).get("zmem")
     if isinstance(mcp, dict) and mcp.get("command"):
         command = str(mcp["command"])
@@ -320,4 +322,23 @@ def wiring(env: Mapping[str, str], home: Path) -> dict[str, Any]:
             )
         else:
             parts.append(f"{host} -> {v['install']}")
+        if v.get("prompt_hook"):
+            parts[-1] += f" (prompt: {v['prompt_hook']})"
     return check("host-wiring", WARN if broken else OK, "; ".join(parts), hosts=hosts)
+
+
+def _prompt_hook(env: Mapping[str, str], home: Path) -> str:
+    """How Claude Code's prompt reaches ZMem: the http hook's port and whether its keeper holds
+    it now (it is started by the next session when not), or a command hook."""
+    from zmem.resident import http_hook
+
+    data = Path(env["ZMEM_DATA"]).expanduser() if env.get("ZMEM_DATA") else home / ".zmem"
+    config = http_hook.load_config(data)
+    if config is None:
+        return "command hook"
+    if http_hook.running(data):
+        return f"http hook on 127.0.0.1:{config.port}, keeper running"
+    return (
+        f"http hook on 127.0.0.1:{config.port}, keeper not running (the next Claude Code "
+        "session starts it)"
+    )

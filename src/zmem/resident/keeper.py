@@ -99,12 +99,19 @@ class Keeper:
 
 
 def stop(data_dir: Path) -> bool:
-    """Stop the keeper of this data dir (setup --remove); True when one was told to."""
+    """Stop the keeper of this data dir at once (setup --remove; without this it leaves by
+    itself within CONFIG_CHECK_S of its config going). True when one was told to. The pid is
+    signalled only when it is a keeper of this data dir: a pid file left by a killed keeper
+    may name another process by now."""
     try:
         pid = int((data_dir / layout.KEEPER_PID).read_text().strip())
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+        if b"zmem.resident.keeper" not in argv or str(data_dir).encode() not in argv:
+            return False
         os.kill(pid, signal.SIGTERM)
     except (OSError, ValueError):
-        return False
+        return False  # no keeper, or no /proc to check it by (it leaves by itself)
     return True
 
 
