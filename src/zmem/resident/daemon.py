@@ -183,6 +183,7 @@ class Resident:
         server.bind(str(tmp))
         os.chmod(tmp, 0o600)
         server.listen(16)
+        server.setblocking(False)  # a connection gone between select and accept: no wait
         os.replace(tmp, self.path)  # visible only once it accepts
         ino = self.path.stat().st_ino
         (self.data_dir / SPAWN_STAMP).unlink(missing_ok=True)
@@ -197,7 +198,7 @@ class Resident:
         try:
             while not self.stale and time.monotonic() - last < idle:
                 events_ = ready.select(timeout=1.0)
-                if time.monotonic() - checked >= 1.0:
+                if time.monotonic() - checked >= 0.9:  # the select may wake a hair early
                     # Once a second, busy or not (a client probing the port must not keep
                     # this from ever looking): fresh code, the socket path, the http config.
                     checked = time.monotonic()
