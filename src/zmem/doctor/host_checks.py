@@ -328,17 +328,25 @@ def wiring(env: Mapping[str, str], home: Path) -> dict[str, Any]:
 
 
 def _prompt_hook(env: Mapping[str, str], home: Path) -> str:
-    """How Claude Code's prompt reaches ZMem: the http hook's port and whether its keeper holds
-    it now (it is started by the next session when not), or a command hook."""
-    from zmem.resident import http_hook
+    """How Claude Code's prompt reaches ZMem: the http hook's port (from the file `setup`
+    writes; the resident layer's own reader is above this one) and whether its keeper holds
+    it now (the next session starts it when not), or a command hook."""
+    import socket
+
+    from zmem.layout import HTTP_CONFIG
 
     data = Path(env["ZMEM_DATA"]).expanduser() if env.get("ZMEM_DATA") else home / ".zmem"
-    config = http_hook.load_config(data)
-    if config is None:
+    port = (read_json(data / HTTP_CONFIG) or {}).get("port")
+    if not isinstance(port, int):
         return "command hook"
-    if http_hook.running(data):
-        return f"http hook on 127.0.0.1:{config.port}, keeper running"
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            held = True
+    except OSError:
+        held = False
+    if held:
+        return f"http hook on 127.0.0.1:{port}, keeper running"
     return (
-        f"http hook on 127.0.0.1:{config.port}, keeper not running (the next Claude Code "
-        "session starts it)"
+        f"http hook on 127.0.0.1:{port}, keeper not running (the next Claude Code session "
+        "starts it)"
     )
