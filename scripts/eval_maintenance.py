@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from zmem import config
-from zmem.capture.polarity import polarity
+from zmem.capture import stance
 from zmem.evaluation import fixture, gold, harness, runner
 from zmem.evaluation.environment import restored_env
 from zmem.evaluation.gold import GoldItem
@@ -739,7 +739,7 @@ def adversarial_checks(result: dict[str, Any], made: dict[str, Any], store_vecto
                 row["same_numbers"] = number_tokens(frozenset(words(a))) == number_tokens(
                     frozenset(words(b))
                 )
-                row["same_polarity"] = polarity(a) == polarity(b)
+                row["same_polarity"] = stance.relation(a, b) != stance.OPPOSITE
             rows[key] = row
         out[kind] = rows
     return out

@@ -1,6 +1,6 @@
-"""Negation polarity of a sentence, for the dedup and consolidation guards: "always X" and "never
-X" look identical to a similarity measure but must never merge. Deterministic word lists, no
-model."""
+"""Negation polarity of a sentence as a count of negation words. The write path and consolidate
+decide by capture.stance now (what is negated, not how many negation words); this count stays
+for bench/maintenance.py, which plants polarity variants of rows by it."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 
 import apsw
 
+from zmem.capture import stance
 from zmem.capture.entities import EntityMention, extract_entities
-from zmem.capture.polarity import polarity
 from zmem.capture.policy import Prepared, merge_tags
 from zmem.db import graph, memories, vectors
 from zmem.models import (
@@ -47,8 +47,9 @@ def _uuid4() -> object:
 class Neighbour:
     candidate: memories.Candidate
     similarity: float
-    same_polarity: bool
+    same_polarity: bool  # not opposite stances (capture.stance)
     same_numbers: bool
+    apart: bool = False  # the same sentence about another scope, number or unit
 
 
 @dataclass(frozen=True)
@@ -158,17 +159,19 @@ def find_neighbours(
                 scored[other_id] = level
     if not scored:
         return [], prefix.saturated
-    mine_polarity = polarity(content)
     mine_numbers = number_tokens(tokens)
-    found = [
-        Neighbour(
-            cand,
-            scored[cand.id],
-            polarity(cand.content) == mine_polarity,
-            number_tokens(frozenset(cand.content_norm.split())) == mine_numbers,
+    found = []
+    for cand in memories.candidates(conn, list(scored)):
+        relation = stance.relation(cand.content, content)
+        found.append(
+            Neighbour(
+                cand,
+                scored[cand.id],
+                relation != stance.OPPOSITE,
+                number_tokens(frozenset(cand.content_norm.split())) == mine_numbers,
+                relation == stance.APART,
+            )
         )
-        for cand in memories.candidates(conn, list(scored))
-    ]
     found.sort(key=lambda n: (-n.similarity, n.candidate.id))
     return found, prefix.saturated
 
@@ -291,7 +294,7 @@ def link_neighbours(
         if n.similarity < link_threshold and n.similarity < DEDUP_THRESHOLD:
             continue
         score = round(n.similarity, 4)
-        if not n.same_polarity:
+        if not n.same_polarity and not n.apart:
             contradict(conn, memory_id, n.candidate.id, at, score)
             contested.append(n.candidate.id)
             continue
@@ -346,7 +349,7 @@ def write(
     twins = [
         n
         for n in neighbours
-        if n.similarity >= DEDUP_THRESHOLD and n.same_numbers and n.same_polarity
+        if n.similarity >= DEDUP_THRESHOLD and n.same_numbers and n.same_polarity and not n.apart
     ]
     if twins:
         twin = twins[0].candidate

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from zmem.capture import writer
-from zmem.capture.polarity import polarity
+from zmem.capture import stance, writer
 from zmem.config import Settings
 from zmem.db import consolidation as db
 from zmem.embedding import PROFILE_DIMS, PROFILE_MODELS
@@ -214,20 +213,24 @@ def _guard(
     judge: Judge | None,
     merge_contested: bool,
 ) -> None:
-    """The contested guard. A pair of members is flagged when their negation polarity differs
-    (the write path links such pairs `contradicts` too), and held when they carry a contradicts
-    link with the SAME polarity (a disagreement recorded by someone, which no regex explains).
+    """The contested guard. A pair of members is flagged when their stances are opposite
+    (capture.stance, as the write path decides its `contradicts` links), and held when they
+    carry a contradicts link without that (a disagreement recorded by someone, which no word
+    list explains).
     The judge clears the cluster only with entailment on EVERY flagged pair and no held one;
     --merge-contested clears it outright. Otherwise each member that disagrees with the keeper,
     or is linked contradicts to a member being merged, is parked and stays live; the members
     that agree still merge."""
     ids = [m.id for m in members]
-    polar = [polarity(m.content) for m in members]
     pairs = [(a, b) for a in range(len(ids)) for b in range(a + 1, len(ids))]
-    flagged = [(a, b) for a, b in pairs if polar[a] != polar[b]]
+    opposite = {
+        (a, b) for a, b in pairs
+        if stance.relation(members[a].content, members[b].content) == stance.OPPOSITE
+    }  # fmt: skip
+    flagged = [p for p in pairs if p in opposite]
     held = [
         (a, b) for a, b in pairs
-        if polar[a] == polar[b] and frozenset((ids[a], ids[b])) in contradicting
+        if (a, b) not in opposite and frozenset((ids[a], ids[b])) in contradicting
     ]  # fmt: skip
     if not flagged and not held:
         return
@@ -246,14 +249,14 @@ def _guard(
         verdict = next(v for v in verdicts if v != "entailment")
     merging = {0}
     for k in range(1, len(ids)):
-        clash = polar[k] != polar[0] or any(
+        clash = (0, k) in opposite or any(
             frozenset((ids[k], ids[j])) in contradicting for j in merging
         )
         if clash:
             cluster.members[k].action = "parked"
         else:
             merging.add(k)
-    why = "contested: members disagree in polarity or carry a contradicts link"
+    why = "contested: members state opposite things or carry a contradicts link"
     if verdict is not None:
         why += f" (NLI judge: {verdict})"
     cluster.reason = why

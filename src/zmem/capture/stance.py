@@ -1,0 +1,265 @@
+"""What two similar notes say about each other, read from their text with word lists and no
+model: the same stance, opposite stances, or apart (the same sentence about another scope,
+number or unit, which is neither a duplicate nor a contradiction). It replaces counting the
+word "not": negation inside a code span, a quoted string or a flag (`--no-verify`) is not the
+note's stance, "X instead of Y" / "prefer X over Y" / "never Y, use X" all state one
+preference that swapping X and Y reverses, and a one-word change to an antonym (keep/remove)
+reverses it too, while a one-word change to anything else moves the note elsewhere."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from zmem.tokens import NEGATIONS, STOP_WORDS, fold
+
+SAME, OPPOSITE, APART = "same", "opposite", "apart"
+
+# A code span, a quoted string, a flag or a hyphenated name: one opaque token each, whose own
+# words ("--no-verify", 'DO NOT MERGE', no-console) say nothing about the note's stance.
+_OPAQUE = re.compile(
+    r"`[^`]*`"
+    r"|\"[^\"]*\""
+    r"|(?<![\w])'[^']{2,}'(?![\w])"
+    r"|(?<![\w-])--?[a-z0-9][\w.-]*(?:=\S+)?"
+    r"|\b[\w.]+(?:-[\w.]+)+\b",
+    re.IGNORECASE,
+)
+_TOKEN = re.compile(r"\x00\d+\x00|[^\W_]+(?:[.'][^\W_]+)*", re.UNICODE)
+
+# "use X instead of Y": the connectors that put a preferred X before a rejected Y.
+_STRONG = ("instead of", "rather than", "in place of", "in favour of", "in favor of")
+# Weaker connectors, a preference only after a choosing verb ("prefer X over Y", "use X not Y").
+_WEAK = ("over", "to", "not", "vs", "versus")
+_CHOOSE = frozenset(
+    "use uses using prefer prefers preferred choose pick default favour favor go with "
+    "should be adopt".split()
+)
+# Which choosing words make each weak connector a preference: "prefer X to Y" (not "go to"),
+# "use X not Y" (not "is not"), "favor X over Y".
+_WEAK_AFTER = {
+    "over": _CHOOSE,
+    "vs": _CHOOSE,
+    "versus": _CHOOSE,
+    "to": frozenset("prefer prefers preferred".split()),
+    "not": frozenset("use uses using prefer choose pick".split()),
+}
+# Choosing verbs that end a phrase ("default" may also be the thing chosen: default exports).
+_CHOOSE_VERBS = _CHOOSE - {"default", "go", "with", "be", "should"}
+# Verbs that reject what follows them, as a negation does.
+_REJECTING = frozenset("avoid remove delete drop ban skip without".split())
+_NO_FLAG = re.compile(r"(?:^|[\s-])no-([a-z0-9]+)")
+# Words that negate what follows them, beyond tokens.NEGATIONS.
+_NEGATING = NEGATIONS | frozenset("off skip skips skipping without uncompressed".split())
+# One-word swaps that reverse a statement.
+_ANTONYMS_RAW = (
+        ("keep", "remove"), ("keep", "delete"), ("keep", "drop"), ("add", "remove"),
+        ("enable", "disable"), ("enabled", "disabled"), ("allow", "forbid"),
+        ("allow", "deny"), ("allow", "block"), ("include", "exclude"), ("always", "never"),
+        ("with", "without"), ("on", "off"), ("required", "optional"), ("must", "may"),
+        ("compress", "uncompressed"), ("compressed", "uncompressed"), ("sync", "async"),
+        ("public", "private"), ("before", "after"), ("commit", "ignore"), ("shared", "separate"),
+        ("single", "independently"), ("mandatory", "optional"), ("encrypt", "plaintext"),
+        ("true", "false"), ("yes", "no"), ("increase", "decrease"), ("strict", "lenient"),
+)  # fmt: skip
+
+
+Phrase = frozenset[str]
+
+
+@dataclass(frozen=True)
+class Reading:
+    tokens: tuple[str, ...]  # folded words and opaque spans, in order
+    negations: int  # negating words outside opaque spans
+    preferences: tuple[tuple[Phrase, Phrase], ...]  # (X, Y) of "X instead of Y" and its kin
+    rejected: frozenset[str]  # words a negation governs ("never use moment" -> moment)
+    spans: tuple[str, ...] = ()  # the opaque spans
+    flagged: frozenset[str] = frozenset()  # words a flag turns off (--no-tags -> tag)
+    # Negations that only state a preference ("use X not Y", "never Y, use X"): the rest are
+    # what two notes with the same preference may still disagree on.
+    in_preferences: int = 0
+
+
+def read(text: str) -> Reading:
+    spans: list[str] = []
+
+    def opaque(m: re.Match[str]) -> str:
+        spans.append(fold(m.group(0)).strip("`'\"").rstrip(".,;:!?"))
+        return f" \x00{len(spans) - 1}\x00 "
+
+    hidden = _OPAQUE.sub(opaque, text)
+    raw = _TOKEN.findall(fold(hidden))
+    tokens = tuple(spans[int(t.strip("\x00"))] if t.startswith("\x00") else t for t in raw)
+    words = [t.split("'")[0] for t in tokens]  # don't -> don
+    negations = sum(1 for w in words if w in _NEGATING)
+    rejected = set(_rejected(words, tokens))
+    flagged = set()
+    for span in spans:  # a flag that turns something off rejects it: --no-tags, no-deps
+        found = _NO_FLAG.search(span)
+        if found:
+            flagged.add(_stem(found.group(1)))
+    preferences = _preferences(words, tokens)
+    sides = set().union(*(y for _, y in preferences)) if preferences else set()
+    in_preferences = sum(
+        1
+        for i, w in enumerate(words)
+        if w in _NEGATING
+        and preferences
+        and (
+            (w == "not" and any(c in _WEAK_AFTER["not"] for c in words[max(0, i - 4) : i]))
+            or {_stem(t) for t in _phrase(tokens, i + 1, 1)} & sides
+        )
+    )
+    return Reading(
+        tokens, negations, preferences, frozenset(rejected | flagged), tuple(spans),
+        frozenset(flagged), in_preferences,
+    )  # fmt: skip
+
+
+def _phrase(tokens: tuple[str, ...], start: int, step: int) -> Phrase:
+    """Up to three content words from `start` going `step`, ending at a stop word, a choosing
+    verb or a connector: "use [Debian slim] instead of [Alpine] as the base image"."""
+    out: list[str] = []
+    i = start
+    while 0 <= i < len(tokens) and len(out) < 3:
+        t = tokens[i]
+        if t in STOP_WORDS or t in _CHOOSE_VERBS or t in _WEAK or t in _NEGATING:
+            if out:
+                break
+        else:
+            out.extend(_words_of(t))
+        i += step
+    return frozenset(_stem(w) for w in out)
+
+
+def _preferences(words: list[str], tokens: tuple[str, ...]) -> tuple[tuple[Phrase, Phrase], ...]:
+    found = []
+    padded = f" {' '.join(words)} "
+    for conn in _STRONG:
+        for m in re.finditer(f"(?= {conn} )", padded):
+            i = len(padded[: m.start() + 1].split())
+            x, y = _phrase(tokens, i - 1, -1), _phrase(tokens, i + len(conn.split()), 1)
+            if x and y and x != y:
+                found.append((x, y))
+    for i, w in enumerate(words):
+        if w in _WEAK and any(c in _WEAK_AFTER[w] for c in words[max(0, i - 4) : i]):
+            x, y = _phrase(tokens, i - 1, -1), _phrase(tokens, i + 1, 1)
+            if x and y and x != y:
+                found.append((x, y))
+    return tuple(found)
+
+
+def _rejected(words: list[str], tokens: tuple[str, ...]) -> frozenset[str]:
+    """The first content words after each negation ("do not use moment.js" -> moment.js,
+    "remove all console.log" -> console.log), and the words of an opaque span there."""
+    out: set[str] = set()
+    for i, w in enumerate(words):
+        if w in NEGATIONS or w in _REJECTING:
+            out |= {_stem(t) for t in _phrase(tokens, i + 1, 1)}
+    return frozenset(out)
+
+
+def _words_of(token: str) -> list[str]:
+    """An opaque span stands for its words too ("git add ." -> git, add)."""
+    inner = _TOKEN.findall(token)
+    return [token] if len(inner) <= 1 else [token, *inner]
+
+
+def _stem(word: str) -> str:
+    """Enough of an English stemmer to match "deleted" with "delete" and "merged" with
+    "merge": compared words only, never stored."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + (1 if suffix == "s" else 3) and word.endswith(suffix):
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] if len(word) > 4 and word.endswith("e") else word
+
+
+_ANTONYMS = {frozenset((_stem(x), _stem(y))) for x, y in _ANTONYMS_RAW}
+# Where a note applies: environments, platforms, branches, tiers.
+_SCOPE_WORDS = frozenset(
+    _stem(w)
+    for w in "prod production staging stage dev development local test testing qa ci preview "
+    "sandbox main master develop release ios android linux macos mac windows web mobile "
+    "desktop server client frontend backend api cli internal external public private".split()
+)
+# Words that carry how a note stands, not what it is about: a change of these alone is no
+# change of scope ("enable X" / "keep X turned off" disagree; "every PR" / "PRs" agree).
+_STANCE_WORDS = frozenset(
+    _stem(w)
+    for w in "keep turn turned enable enabled run use set leave make stay go put have get "
+    "every all each any always only ever".split()
+)
+
+
+def _content_set(r: Reading) -> list[str]:
+    return [_stem(t) for t in r.tokens if t not in STOP_WORDS and t.split("'")[0] not in _NEGATING]
+
+
+def _orientation(pa: tuple[Phrase, Phrase], pb: tuple[Phrase, Phrase]) -> str | None:
+    """SAME when both prefer the same side of the same two alternatives, OPPOSITE when they
+    swap them, None when the two preferences are not about the same alternatives."""
+    xa, ya = pa[0] - pa[1], pa[1] - pa[0]
+    xb, yb = pb[0] - pb[1], pb[1] - pb[0]
+    if xa & xb and ya & yb:
+        return SAME
+    if xa & yb and ya & xb:
+        return OPPOSITE
+    return None
+
+
+def _negations_with_spans(ra: Reading, rb: Reading) -> tuple[int, int]:
+    """Each side's negations, plus those inside a span the other side quotes the same but for
+    its negations ('relation does not exist' / 'relation does exist': another message, so
+    another fact), which are the one place a span's own words count."""
+    na, nb = ra.negations, rb.negations
+    for sa in ra.spans:
+        for sb in rb.spans:
+            wa, wb = _TOKEN.findall(sa), _TOKEN.findall(sb)
+            plain_a = [w for w in wa if w.split("'")[0] not in _NEGATING]
+            plain_b = [w for w in wb if w.split("'")[0] not in _NEGATING]
+            if sa != sb and plain_a == plain_b:
+                na += len(wa) - len(plain_a)
+                nb += len(wb) - len(plain_b)
+    return na, nb
+
+
+def relation(a: str, b: str) -> str:
+    """SAME, OPPOSITE or APART for two notes already found similar (the caller's measure)."""
+    ra, rb = read(a), read(b)
+    na, nb = _negations_with_spans(ra, rb)
+    verdicts = {v for pa in ra.preferences for pb in rb.preferences if (v := _orientation(pa, pb))}
+    if OPPOSITE in verdicts:
+        return OPPOSITE
+    if verdicts and na - ra.in_preferences == nb - rb.in_preferences:
+        return SAME  # one preference; any other negation agrees too
+    for prefs, other in ((ra.preferences, rb), (rb.preferences, ra)):
+        for x, y in prefs:
+            if y & other.rejected and not x & other.rejected:
+                return SAME  # "use X instead of Y" and "never Y"
+            if x & other.rejected and not y & other.rejected:
+                return OPPOSITE  # "use X instead of Y" and "never X"
+    if na != nb and min(na, nb) == 0 and ra.rejected and ra.rejected == rb.rejected:
+        # Both turn down the same things, one of them only with words the count does not see
+        # (a flag, a verb: `--no-tags` / "without tags", "remove all console.log" / "no
+        # console.log"). Equal sets, and no counted negation on that side: "don't disable X"
+        # and "disable X" both name X, and still disagree.
+        return SAME
+    ca, cb = _content_set(ra), _content_set(rb)
+    only_a = [t for t in ca if t not in cb]
+    only_b = [t for t in cb if t not in ca]
+    shared = len(set(ca) & set(cb))
+    if only_a and only_b and len(only_a) <= 2 and len(only_b) <= 2 and shared >= 2:
+        if any(frozenset((x, y)) in _ANTONYMS for x in only_a for y in only_b):
+            return OPPOSITE
+        changed = only_a + only_b
+        if na == nb and any(t not in _STANCE_WORDS for t in changed):
+            return APART  # the same sentence about another scope, number or unit
+        if any(t in _SCOPE_WORDS or any(c.isdigit() for c in t) for t in changed):
+            # With a negation more on one side, only a known scope or a number says the two
+            # are about different things ("never in production" / "in staging"); any other
+            # swapped word may be a synonym ("bodies" / "payloads"), and the negation stands.
+            return APART
+    if na != nb:
+        return OPPOSITE  # one more negation, on what the other asserts
+    return SAME

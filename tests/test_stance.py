@@ -1,0 +1,86 @@
+"""capture.stance: what two similar notes say about each other, and the write path deciding by
+it (issue 35). Negation inside a code span, a quote or a flag is not a stance; one preference
+stated three ways is one stance; swapping its two sides reverses it; a one-word antonym
+reverses it; any other one-word change moves the note to another scope, number or unit."""
+
+from __future__ import annotations
+
+import pytest
+
+from zmem import MemoryStore
+from zmem.capture import stance
+
+SAME, OPPOSITE, APART = stance.SAME, stance.OPPOSITE, stance.APART
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        # One preference, worded with and without negation words.
+        ("Use rg not grep -r for searching the monorepo",
+         "Always use rg instead of grep -r in the monorepo", SAME),
+        ("Never use grep -r in the monorepo, use rg", "Prefer rg over grep -r in the monorepo",
+         SAME),
+        ("Do not use moment.js in new frontend code",
+         "New frontend code should use date-fns instead of moment.js", SAME),
+        # Swapped sides reverse it, however each side is worded.
+        ("Use pnpm instead of npm", "Use npm instead of pnpm", OPPOSITE),
+        ("Prefer Helm over Kustomize for k8s manifests",
+         "Use Kustomize instead of Helm for k8s manifests", OPPOSITE),
+        ("Use Alpine instead of Debian slim as the base image",
+         "Use Debian slim instead of Alpine as the base image", OPPOSITE),
+        ("Favor integration tests over unit tests for the API layer",
+         "Favor unit tests over integration tests for the API layer", OPPOSITE),
+        # Always and never on the same action; a one-word antonym.
+        ("Always squash commits before merging", "Never squash commits before merging", OPPOSITE),
+        ("Keep trailing commas in multi-line Python literals",
+         "Remove trailing commas from multi-line Python literals", OPPOSITE),
+        ("Feature branches should be deleted after merge",
+         "Keep feature branches around after they are merged", OPPOSITE),
+        ("Analytics queries should go to the read replica",
+         "Analytics queries must not go to the read replica", OPPOSITE),
+        # Negation in a flag, a code span or a quote is not the note's stance.
+        ("Use `git fetch --no-tags` in the mirror job", "The mirror job fetches without tags",
+         SAME),
+        ("Always run pytest -x before pushing to the main branch.",
+         "Before pushing to the main branch, always run pytest -x.", SAME),
+        # Another scope, number or unit: neither the same note nor its opposite.
+        ("Keep log retention at 14 days", "Keep log retention at 14 weeks", APART),
+        ("In the iOS app, feature flags come from Firebase Remote Config",
+         "In the Android app, feature flags come from Firebase Remote Config", APART),
+        ("The staging database listens on port 5432",
+         "The staging database listens on port 5433", APART),
+    ],
+)  # fmt: skip
+def test_relation(a, b, expected):
+    assert stance.relation(a, b) == expected
+    assert stance.relation(b, a) == expected  # the order the notes arrive in does not matter
+
+
+def _add(store, text):
+    return store.add(text, namespace="project:stance", type="lesson", signal="user")
+
+
+def test_a_swapped_preference_is_a_contradiction_not_a_duplicate(store_path):
+    """Before: the two texts have the same words, so they folded into one row and one of the
+    two opposite preferences was lost."""
+    with MemoryStore.open(store_path) as s:
+        first = _add(s, "Use pnpm instead of npm for the web workspace")
+        second = _add(s, "Use npm instead of pnpm for the web workspace")
+        assert second.result == "stored" and second.contradicts == (first.id,)
+
+
+def test_a_flag_is_not_a_negation(store_path):
+    """Before: `--no-verify` counted as a negation, so the repeat of the same note was
+    recorded as contradicting it and both lost trust."""
+    with MemoryStore.open(store_path) as s:
+        first = _add(s, "Run `git commit --no-verify` only for WIP commits on your own branch")
+        again = _add(s, "Only for WIP commits on your own branch, run `git commit --no-verify`")
+        assert again.result == "deduped" and again.id == first.id
+
+
+def test_another_scope_is_kept_apart_and_not_contested(store_path):
+    with MemoryStore.open(store_path) as s:
+        _add(s, "Never run load tests against the production cluster in business hours")
+        other = _add(s, "Run load tests against the staging cluster in business hours")
+        assert other.result == "stored" and other.contradicts == ()
