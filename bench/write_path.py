@@ -283,9 +283,10 @@ class Corpus:
         return f"{opener} {text}" if opener else text[0].upper() + text[1:]
 
     def near_dup(self, text: str) -> str:
-        """An earlier row again: punctuation changed, or one plain word swapped (both should
-        dedup), or two swapped: a close paraphrase that lands between the link and dedup
-        thresholds, so the linking path runs too."""
+        """An earlier row again: punctuation changed (it dedups), or one or two plain words
+        swapped for other nouns. Since issue 35 such a swap reads as the same sentence about
+        another subject (capture/stance.py: APART), so it is linked, not folded; with two
+        swapped it may land between the link and dedup thresholds, so the linking path runs."""
         rng = self.rng
         r = rng.random()
         if r < 0.4:

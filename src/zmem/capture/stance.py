@@ -8,6 +8,7 @@ reverses it too, while a one-word change to anything else moves the note elsewhe
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -80,7 +81,9 @@ class Reading:
     in_preferences: int = 0
 
 
+@functools.lru_cache(maxsize=256)
 def read(text: str) -> Reading:
+    """What one note says (cached: a write compares its own text with each neighbour)."""
     spans: list[str] = []
 
     def opaque(m: re.Match[str]) -> str:
