@@ -229,6 +229,23 @@ def _rows(path: Path) -> int:
         conn.close()
 
 
+def scale_store(path: Path, work: Path) -> tuple[Path, Path, list[str], int]:
+    """A copy of a bench/recall_scale.py store as a data dir under `work` (made once), the
+    project directory whose namespace is its main one, prompts built from its rows, and its
+    live rows: (data dir, project dir, prompts, rows)."""
+    import shutil
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import recall_scale
+
+    data = work / f"data-{path.stem}"
+    project = work / recall_scale.QUERY_NAMESPACE.removeprefix("project:")
+    if not (data / "store.sqlite").exists():
+        data.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, data / "store.sqlite")
+    return data, project, recall_scale.queries(path, 20, 20241202), _rows(data / "store.sqlite")
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
@@ -249,18 +266,7 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="zmem-bench-hooks-"))
     prompts = PROMPTS
     if args.scale_store:
-        import shutil
-
-        sys.path.insert(0, str(ROOT / "bench"))
-        import recall_scale
-
-        data = work / f"data-{args.scale_store.stem}"
-        project = work / recall_scale.QUERY_NAMESPACE.removeprefix("project:")
-        if not (data / "store.sqlite").exists():
-            data.mkdir(parents=True, exist_ok=True)
-            shutil.copy(args.scale_store, data / "store.sqlite")
-        prompts = recall_scale.queries(args.scale_store, 20, 20241202)
-        args.memories = _rows(data / "store.sqlite")
+        data, project, prompts, args.memories = scale_store(args.scale_store, work)
     else:
         data = work / f"data-{args.profile}-{args.memories}"
         project = work / "bench"

@@ -21,7 +21,6 @@ import argparse
 import http.client
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -96,11 +95,6 @@ def stop_keeper(data: Path) -> None:
     wait(lambda: not http_hook.running(data) and not workers(data))
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--memories", type=int, default=10_000)
@@ -113,15 +107,7 @@ def main() -> None:
     work = Path(args.work)
     prompts = hook_bench.PROMPTS
     if args.scale_store:
-        import recall_scale
-
-        data = work / f"data-{args.scale_store.stem}"
-        project = work / recall_scale.QUERY_NAMESPACE.removeprefix("project:")
-        if not (data / "store.sqlite").exists():
-            data.mkdir(parents=True, exist_ok=True)
-            shutil.copy(args.scale_store, data / "store.sqlite")
-        prompts = recall_scale.queries(args.scale_store, 20, 20241202)
-        args.memories = hook_bench._rows(data / "store.sqlite")
+        data, project, prompts, args.memories = hook_bench.scale_store(args.scale_store, work)
     else:
         data = work / f"data-{args.profile}-{args.memories}"
         project = work / "bench"
@@ -195,8 +181,8 @@ def main() -> None:
     ]
     for name, xs, target in rows:
         print(
-            f"| {name} | {len(xs)} | {statistics.median(xs):.1f} | {pct(xs, 0.95):.1f} | "
-            f"{max(xs):.1f} | {target} |"
+            f"| {name} | {len(xs)} | {statistics.median(xs):.1f} | "
+            f"{hook_bench.pct(xs, 0.95):.1f} | {max(xs):.1f} | {target} |"
         )
     print(
         f"\nhttp replies that injected: {injected}/{args.runs}; command hooks answered by the "

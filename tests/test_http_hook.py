@@ -84,17 +84,23 @@ def _stats(store_path: Path) -> tuple[int, int]:
         return m.retrieval_count, m.surfaced_count
 
 
-@pytest.fixture
-def served(isolated_env, store_path, monkeypatch):
-    """A store with one lesson, the http config written, a keeper running; stopped after."""
+def _keep(store_path: Path, monkeypatch, idle_s: str) -> tuple[Path, http_hook.HttpConfig]:
+    """A store with one lesson, the http config written, a keeper started."""
     monkeypatch.setenv("ZMEM_HOOK_DAEMON", "1")
-    monkeypatch.setenv("ZMEM_HOOKD_IDLE_S", "600")
+    monkeypatch.setenv("ZMEM_HOOKD_IDLE_S", idle_s)
     data = Path(os.environ["ZMEM_DATA"])
     with MemoryStore.open(store_path) as s:
         s.add(LESSON, namespace="user:global", type="lesson", signal="user")
     config = http_hook.new_config(None)
     http_hook.write_config(data, config)
     assert http_hook.start(data)
+    return data, config
+
+
+@pytest.fixture
+def served(isolated_env, store_path, monkeypatch):
+    """A keeper on a store with one lesson, running; stopped after."""
+    data, config = _keep(store_path, monkeypatch, "600")
     assert _settle(lambda: http_hook.running(data))
     try:
         yield data, config
@@ -187,14 +193,7 @@ def http_hook_timeout() -> float:
 def test_after_an_idle_exit_the_first_prompt_starts_it_again(
     isolated_env, store_path, monkeypatch, tmp_path
 ):
-    monkeypatch.setenv("ZMEM_HOOK_DAEMON", "1")
-    monkeypatch.setenv("ZMEM_HOOKD_IDLE_S", "1")
-    data = Path(os.environ["ZMEM_DATA"])
-    with MemoryStore.open(store_path) as s:
-        s.add(LESSON, namespace="user:global", type="lesson", signal="user")
-    config = http_hook.new_config(None)
-    http_hook.write_config(data, config)
-    assert http_hook.start(data)
+    data, config = _keep(store_path, monkeypatch, "1")
     try:
         assert _settle(lambda: bool(_workers(data)))
         assert _settle(lambda: not _workers(data))  # idle for a second: it left
