@@ -54,14 +54,14 @@ _NO_FLAG = re.compile(r"(?:^|[\s-])no-([a-z0-9]+)")
 _NEGATING = NEGATIONS | frozenset("off skip skips skipping without uncompressed".split())
 # One-word swaps that reverse a statement.
 _ANTONYMS_RAW = (
-        ("keep", "remove"), ("keep", "delete"), ("keep", "drop"), ("add", "remove"),
-        ("enable", "disable"), ("enabled", "disabled"), ("allow", "forbid"),
-        ("allow", "deny"), ("allow", "block"), ("include", "exclude"), ("always", "never"),
-        ("with", "without"), ("on", "off"), ("required", "optional"), ("must", "may"),
-        ("compress", "uncompressed"), ("compressed", "uncompressed"), ("sync", "async"),
-        ("public", "private"), ("before", "after"), ("commit", "ignore"), ("shared", "separate"),
-        ("single", "independently"), ("mandatory", "optional"), ("encrypt", "plaintext"),
-        ("true", "false"), ("yes", "no"), ("increase", "decrease"), ("strict", "lenient"),
+    ("keep", "remove"), ("keep", "delete"), ("keep", "drop"), ("add", "remove"),
+    ("enable", "disable"), ("enabled", "disabled"), ("allow", "forbid"),
+    ("allow", "deny"), ("allow", "block"), ("include", "exclude"), ("always", "never"),
+    ("with", "without"), ("on", "off"), ("required", "optional"), ("must", "may"),
+    ("compress", "uncompressed"), ("compressed", "uncompressed"), ("sync", "async"),
+    ("public", "private"), ("before", "after"), ("commit", "ignore"), ("shared", "separate"),
+    ("single", "independently"), ("mandatory", "optional"), ("encrypt", "plaintext"),
+    ("true", "false"), ("yes", "no"), ("increase", "decrease"), ("strict", "lenient"),
 )  # fmt: skip
 
 
