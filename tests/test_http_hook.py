@@ -367,3 +367,35 @@ def test_a_broken_config_file_is_not_ours(isolated_env):
     for text in ("", "{", '{"port": 0, "secret": "' + "x" * 43 + '"}', '{"port": 80}', "[]"):
         assert http_hook.parse_config(text) is None
     assert not http_hook.start(data)
+
+
+def test_a_resident_process_that_keeps_dying_is_not_restarted_in_a_loop(isolated_env):
+    """A broken install: every resident process dies at once. With a prompt left in the port's
+    queue the keeper would restart it as fast as it dies; after five crashes it pauses."""
+    import socket
+    import threading
+
+    data = Path(os.environ["ZMEM_DATA"])
+    config = http_hook.new_config(None)
+    http_hook.write_config(data, config)
+    k = keeper.Keeper(data, config)
+    starts: list[float] = []
+
+    def dies() -> int:
+        starts.append(time.monotonic())
+        return 1
+
+    k._run_worker = dies  # type: ignore[method-assign]
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    waiting = socket.create_connection((http_hook.LOOPBACK, config.port))  # a prompt, queued
+    timer = threading.Timer(2.0, lambda: setattr(k, "stopping", True))
+    timer.start()
+    try:
+        k.run()
+    finally:
+        timer.cancel()
+        waiting.close()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert len(starts) == keeper.CRASHES_BEFORE_WAITING
+    assert "reason=crashed" in (data / "zmem-bg.log").read_text()

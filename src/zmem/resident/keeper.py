@@ -19,6 +19,7 @@ from zmem.resident import client, http_hook
 
 CRASH_WINDOW_S = 60.0
 CRASHES_BEFORE_WAITING = 5  # in that window: then start the next only when a request comes
+CRASH_PAUSE_S = 10.0  # then, between starts
 CONFIG_CHECK_S = 30.0  # how often an idle keeper checks that setup still wants it
 EXIT_IDLE, EXIT_HANDOVER = 0, 3  # resident.daemon's exit statuses (not imported: it is heavy)
 
@@ -59,14 +60,22 @@ class Keeper:
                     self.data_dir, "keeper", "resident", "crashed", {"error": f"status {status}"}
                 )
                 # A process that dies at once again and again (a broken install) is started
-                # only when a request comes, not in a loop.
+                # only when a request comes, and at most once a pause: a request left in the
+                # queue would otherwise restart it in a tight loop.
                 start_now = len(self.crashes) < CRASHES_BEFORE_WAITING
+                if not start_now:
+                    self._pause(CRASH_PAUSE_S)
         self.sock.close()
 
     def _stop(self, *_: object) -> None:
         self.stopping = True
         if self.proc is not None:
             self.proc.terminate()  # it holds the port too: the keeper's stop is its stop
+
+    def _pause(self, seconds: float) -> None:
+        until = time.monotonic() + seconds
+        while not self.stopping and time.monotonic() < until:
+            time.sleep(0.2)
 
     def _wait_for_request(self) -> bool:
         """Block until a connection waits on the port (True), or setup no longer wants this
