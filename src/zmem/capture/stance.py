@@ -196,7 +196,14 @@ _STANCE_WORDS = frozenset(
 
 
 def _content_set(r: Reading) -> list[str]:
-    return [_stem(t) for t in r.tokens if t not in STOP_WORDS and t.split("'")[0] not in _NEGATING]
+    """What the note is about: its words, a span's words among them (a command in backticks
+    and the same command without them say the same), stemmed, without stop and negating
+    words."""
+    words: list[str] = []
+    for t in r.tokens:
+        inner = _TOKEN.findall(t) if t in r.spans else [t]
+        words.extend(inner)
+    return [_stem(w) for w in words if w not in STOP_WORDS and w.split("'")[0] not in _NEGATING]
 
 
 def _orientation(pa: tuple[Phrase, Phrase], pb: tuple[Phrase, Phrase]) -> str | None:
