@@ -364,7 +364,9 @@ def test_other_hosts_refuse_an_http_prompt_hook(home, run_cli, monkeypatch, host
 
 def test_a_broken_config_file_is_not_ours(isolated_env):
     data = Path(os.environ["ZMEM_DATA"])
-    for text in ("", "{", '{"port": 0, "secret": "' + "x" * 43 + '"}', '{"port": 80}', "[]"):
+    bad_secret = '{"port": 8080, "secret": "' + "x" * 40 + '\\r\\nX-Evil: 1"}'
+    for text in ("", "{", '{"port": 0, "secret": "' + "x" * 43 + '"}', '{"port": 80}', "[]",
+                 bad_secret):  # fmt: skip
         assert http_hook.parse_config(text) is None
     assert not http_hook.start(data)
 
@@ -399,3 +401,35 @@ def test_a_resident_process_that_keeps_dying_is_not_restarted_in_a_loop(isolated
             signal.signal(sig, handler)
     assert len(starts) == keeper.CRASHES_BEFORE_WAITING
     assert "reason=crashed" in (data / "zmem-bg.log").read_text()
+
+
+def test_a_trickling_client_does_not_hold_the_prompt(served, tmp_path):
+    """The port is open to every local user. One who connects and sends a byte a second gets
+    at most the request deadline (2 s in all, not per read) before the resident process drops
+    it, and the user's own prompt behind it is answered."""
+    import socket
+    import threading
+
+    _, config = served
+    slow = socket.create_connection((http_hook.LOOPBACK, config.port))
+    stop = threading.Event()
+
+    def trickle() -> None:
+        try:
+            for ch in b"POST /zmem-hook/claude/UserPromptSubmit HTTP/1.1\r\nHost: x\r\n":
+                if stop.wait(0.5):
+                    return
+                slow.send(bytes([ch]))
+        except OSError:
+            return  # dropped: what should happen
+
+    sender = threading.Thread(target=trickle, daemon=True)
+    sender.start()
+    time.sleep(0.3)  # it is being served first
+    try:
+        status, body, seconds = _post(config.port, config.secret, _prompt(tmp_path, session="t"))
+        assert "staging Postgres replica" in _answered(status, body)
+        assert seconds < 2 * http_hook.READ_TIMEOUT_S + 1
+    finally:
+        stop.set()
+        slow.close()

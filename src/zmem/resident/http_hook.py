@@ -10,8 +10,10 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import re
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,7 @@ MAX_HEAD_BYTES = 16 << 10
 MAX_BODY_BYTES = 4 << 20
 READ_TIMEOUT_S = 2.0
 LOOPBACK = "127.0.0.1"
+_SECRET = re.compile(r"[A-Za-z0-9_-]{32,256}")
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,8 @@ def parse_config(text: str | None) -> HttpConfig | None:
         return None
     if not isinstance(port, int) or not 0 < port < 65536:
         return None
-    if not isinstance(secret, str) or len(secret) < 32:
+    # What setup makes (token_urlsafe): nothing a header could be split on.
+    if not isinstance(secret, str) or not _SECRET.fullmatch(secret):
         return None
     return HttpConfig(port, secret)
 
@@ -115,13 +119,24 @@ class Request:
 
 def read_request(conn: socket.socket) -> Request | None:
     """One HTTP/1.1 request with a Content-Length body (what Claude Code's client sends), or
-    None for anything else: a request too big, cut short or not HTTP."""
-    conn.settimeout(READ_TIMEOUT_S)
+    None for anything else: a request too big, cut short, not HTTP or slower than
+    READ_TIMEOUT_S in all. The whole request has that long, not each read: the port is open
+    to every local user, and one trickling a byte at a time must not hold the process that
+    answers this user's prompts."""
+    deadline = time.monotonic() + READ_TIMEOUT_S
+
+    def recv(size: int) -> bytes:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request too slow")
+        conn.settimeout(left)
+        return conn.recv(size)
+
     data = b""
     while b"\r\n\r\n" not in data:
         if len(data) > MAX_HEAD_BYTES:
             return None
-        chunk = conn.recv(65536)
+        chunk = recv(65536)
         if not chunk:
             return None
         data += chunk
@@ -145,7 +160,7 @@ def read_request(conn: socket.socket) -> Request | None:
     if not 0 <= length <= MAX_BODY_BYTES:
         return None
     while len(body) < length:
-        chunk = conn.recv(min(65536, length - len(body)))
+        chunk = recv(min(65536, length - len(body)))
         if not chunk:
             return None
         body += chunk
