@@ -45,6 +45,7 @@ LAYERS = {
     "config": 0,
     "tokens": 0,
     "layout": 0,
+    "ports": 0,
     "installation": 0,
 }
 FRONT_ENDS = {area for area, layer in LAYERS.items() if layer == 4}

@@ -433,3 +433,62 @@ def test_a_trickling_client_does_not_hold_the_prompt(served, tmp_path):
     finally:
         stop.set()
         slow.close()
+
+
+def test_a_port_another_program_took_is_moved_by_setup_and_named_by_doctor(
+    home, run_cli, monkeypatch
+):
+    """After a reboot another program may listen on the configured port before any keeper
+    does; it would get the prompts and the secret. doctor says so (warn), and setup moves the
+    hook to a free port with a new secret."""
+    import socket
+
+    monkeypatch.setenv("ZMEM_HOOK_DAEMON", "1")
+    data = Path(os.environ["ZMEM_DATA"])
+    first = http_hook.new_config(None)
+    http_hook.write_config(data, first)
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    squatter.bind((http_hook.LOOPBACK, first.port))
+    squatter.listen()
+    try:
+        assert http_hook.held_by_another(data, first.port)
+        done = run_cli("setup", "claude", "--no-model", "--json")
+        assert done.exit_code == 0, done.output
+        moved = http_hook.load_config(data)
+        assert moved is not None and moved.port != first.port and moved.secret != first.secret
+        handler = json.loads((home / ".claude" / "settings.json").read_text())["hooks"][
+            "UserPromptSubmit"][0]["hooks"][0]  # fmt: skip
+        assert f":{moved.port}/" in handler["url"] and moved.secret in handler["headers"][
+            "Authorization"]  # fmt: skip
+        assert _settle(lambda: http_hook.running(data) and not http_hook.held_by_another(
+            data, moved.port))  # fmt: skip
+    finally:
+        squatter.close()
+        keeper.stop(data)
+        _settle(lambda: not _workers(data))
+
+
+def test_doctor_warns_when_the_wired_port_is_taken(home, run_cli, monkeypatch):
+    import socket
+
+    monkeypatch.setenv("ZMEM_HOOK_DAEMON", "1")
+    data = Path(os.environ["ZMEM_DATA"])
+    try:
+        assert run_cli("setup", "claude", "--no-model").exit_code == 0
+        config = http_hook.load_config(data)
+        assert config is not None and _settle(lambda: http_hook.running(data))
+    finally:
+        keeper.stop(data)
+    assert _settle(lambda: not http_hook.running(data) and not _workers(data))
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    squatter.bind((http_hook.LOOPBACK, config.port))
+    squatter.listen()
+    try:
+        doctor = json.loads(run_cli("doctor", "--format", "json").output)
+    finally:
+        squatter.close()
+    wiring = next(c for c in doctor["checks"] if c["check"] == "host-wiring")
+    assert wiring["status"] == "warn"
+    assert f"127.0.0.1:{config.port}, held by another program" in wiring["detail"]

@@ -312,7 +312,10 @@ def wiring(env: Mapping[str, str], home: Path) -> dict[str, Any]:
     wired = {h: v for h, v in hosts.items() if v["wired"]}
     if not wired:
         return check("host-wiring", NA, "no host wired by `zmem setup`", hosts=hosts)
-    broken = {h: v for h, v in wired.items() if v["missing"]}
+    broken = {
+        h: v for h, v in wired.items()
+        if v["missing"] or PORT_TAKEN in str(v.get("prompt_hook", ""))
+    }  # fmt: skip
     parts = []
     for host, v in wired.items():
         if v["missing"]:
@@ -329,24 +332,35 @@ def wiring(env: Mapping[str, str], home: Path) -> dict[str, Any]:
 
 def _prompt_hook(env: Mapping[str, str], home: Path) -> str:
     """How Claude Code's prompt reaches ZMem: the http hook's port (from the file `setup`
-    writes; the resident layer's own reader is above this one) and whether its keeper holds
-    it now (the next session starts it when not), or a command hook."""
-    import socket
-
+    writes; the resident layer's own reader is above this one) and who holds it now: its
+    keeper, nobody (the next session starts it), or another program, which would receive the
+    prompts and the secret. Or a command hook."""
+    from zmem import ports
     from zmem.layout import HTTP_CONFIG
 
     data = Path(env["ZMEM_DATA"]).expanduser() if env.get("ZMEM_DATA") else home / ".zmem"
     port = (read_json(data / HTTP_CONFIG) or {}).get("port")
     if not isinstance(port, int):
         return "command hook"
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            held = True
-    except OSError:
-        held = False
-    if held:
-        return f"http hook on 127.0.0.1:{port}, keeper running"
-    return (
-        f"http hook on 127.0.0.1:{port}, keeper not running (the next Claude Code session "
-        "starts it)"
-    )
+    where = f"http hook on 127.0.0.1:{port}"
+    pids = ports.listener_pids(port)
+    if pids is None:  # no /proc: ask the port whether anything listens
+        import socket
+
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                pids = {0}
+        except OSError:
+            pids = set()
+        return f"{where}, keeper running" if pids else f"{where}, keeper not running"
+    if not pids:
+        return f"{where}, keeper not running (the next Claude Code session starts it)"
+    for pid in pids:
+        argv = ports.cmdline(pid)
+        if str(data) in argv and any(m in argv for m in KEEPER_MARKS):
+            return f"{where}, keeper running"
+    return f"{where}, {PORT_TAKEN}: run `zmem setup claude` to move it"
+
+
+KEEPER_MARKS = ("zmem.resident.keeper", "zmem.resident.daemon")
+PORT_TAKEN = "held by another program"

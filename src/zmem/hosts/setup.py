@@ -159,9 +159,16 @@ def http_config(data_dir: Path, remove: bool) -> Change:
         return Change(
             path, before, None, ["http prompt hook: port and secret removed"], backup=False
         )
-    config = http_hook.new_config(http_hook.parse_config(before))
+    previous = http_hook.parse_config(before)
+    summary = []
+    if previous is not None and http_hook.held_by_another(data_dir, previous.port):
+        # Another program took the port: it would receive the prompts and the secret. A new
+        # port, and a new secret (the old one may have been sent to it already).
+        summary.append(f"127.0.0.1:{previous.port} is held by another program: moved")
+        previous = None
+    config = http_hook.new_config(previous)
     return Change(
-        path, before, config.text(), [f"http prompt hook on 127.0.0.1:{config.port}"],
+        path, before, config.text(), [*summary, f"http prompt hook on 127.0.0.1:{config.port}"],
         private=True, backup=False,
     )  # fmt: skip
 

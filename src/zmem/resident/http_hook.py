@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from zmem import ports
 from zmem.layout import HTTP_CONFIG, PRIVATE_FILE_MODE
 from zmem.resident import wire
 from zmem.resident.code import PACKAGE_DIR
@@ -232,6 +233,20 @@ def running(data_dir: Path) -> bool:
         return False
     finally:
         s.close()
+
+
+def held_by_another(data_dir: Path, port: int) -> bool:
+    """Something that is not this data dir's keeper or its resident process listens on the
+    port (False when nothing does, or when this system cannot tell)."""
+    pids = ports.listener_pids(port)
+    if not pids:
+        return False
+    ours = ("zmem.resident.keeper", "zmem.resident.daemon")
+    for pid in pids:
+        argv = ports.cmdline(pid)
+        if any(m in argv for m in ours) and str(data_dir) in argv:
+            return False
+    return True
 
 
 def start(data_dir: Path, env: dict[str, str] | None = None) -> bool:

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from zmem import layout
+from zmem import layout, ports
 from zmem.resident import client, http_hook
 
 CRASH_WINDOW_S = 60.0
@@ -109,19 +109,27 @@ class Keeper:
 
 def stop(data_dir: Path) -> bool:
     """Stop the keeper of this data dir at once (setup --remove; without this it leaves by
-    itself within CONFIG_CHECK_S of its config going). True when one was told to. The pid is
-    signalled only when it is a keeper of this data dir: a pid file left by a killed keeper
-    may name another process by now."""
+    itself within CONFIG_CHECK_S of its config going). True when one was told to. Only a
+    process that is a keeper of this data dir is signalled: the one its pid file names (a
+    file left by a killed keeper may name another process by now), else the one listening on
+    the configured port (a keeper that has bound it but not yet written its file)."""
+    candidates: list[int] = []
     try:
-        pid = int((data_dir / layout.KEEPER_PID).read_text().strip())
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            argv = fh.read().split(b"\0")
-        if b"zmem.resident.keeper" not in argv or str(data_dir).encode() not in argv:
-            return False
-        os.kill(pid, signal.SIGTERM)
+        candidates.append(int((data_dir / layout.KEEPER_PID).read_text().strip()))
     except (OSError, ValueError):
-        return False  # no keeper, or no /proc to check it by (it leaves by itself)
-    return True
+        pass
+    config = http_hook.load_config(data_dir)
+    if config is not None:
+        candidates.extend(ports.listener_pids(config.port) or ())
+    for pid in candidates:
+        argv = ports.cmdline(pid)
+        if "zmem.resident.keeper" in argv and str(data_dir) in argv:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                continue
+            return True
+    return False  # no keeper, or no /proc to check it by (it leaves by itself)
 
 
 def main(argv: list[str] | None = None) -> None:
