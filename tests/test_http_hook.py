@@ -246,14 +246,14 @@ def test_the_keepers_resident_process_takes_the_socket_over(
     """A resident process a command hook started earlier leaves once the keeper's own serves
     the data dir (one warm process per data dir, not two), and command hooks reach the
     keeper's through the socket path."""
-    from zmem.resident import wire
+    from zmem.resident import code, wire
 
     monkeypatch.setenv("ZMEM_HOOK_DAEMON", "1")
     data = Path(os.environ["ZMEM_DATA"])
     with MemoryStore.open(store_path) as s:
         s.add(LESSON, namespace="user:global", type="lesson", signal="user")
     sock = data / "zmem-hookd.sock"
-    env = http_hook.worker_env()
+    env = code.env_for_this_install()
     plain = subprocess.Popen([sys.executable, "-m", "zmem.resident.daemon", str(data)], env=env)
     try:
         assert _settle(sock.exists)

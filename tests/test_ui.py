@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from datetime import date
 from pathlib import Path
 from urllib.parse import urlencode
@@ -78,6 +79,17 @@ def _env(tmp: Path) -> dict[str, str]:
     return env
 
 
+def _seeded(tmp: Path) -> dict[str, str]:
+    """The seeded store in `tmp`, and the environment a `zmem ui` on it runs with."""
+    env = _env(tmp)
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            if key.startswith("ZMEM_"):
+                mp.setenv(key, value)
+        seed(tmp / "store.sqlite", tmp / "data")
+    return env
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui")
@@ -127,12 +139,7 @@ def test_the_token_link_sets_a_strict_cookie_and_works_once(tmp_path):
     """The link sets the session cookie and leaves the URL; it opens one browser, once: a copy
     of it (a shell history, a screen share) opens nothing more, while the browser that opened
     it keeps its session (issue 34)."""
-    env = _env(tmp_path)
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in env.items():
-            if key.startswith("ZMEM_"):
-                mp.setenv(key, value)
-        seed(tmp_path / "store.sqlite", tmp_path / "data")
+    env = _seeded(tmp_path)
     with ui_server(env=env, cwd=tmp_path) as server:
         first = Client(server.port)
         status, headers, _ = first.request(
@@ -272,15 +279,9 @@ def test_the_first_page_does_not_wait_for_the_indexes_or_the_model(tmp_path):
 
     from zmem.db.overview import INSPECTOR_INDEXES
 
-    env = _env(tmp_path)
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in env.items():
-            if key.startswith("ZMEM_"):
-                mp.setenv(key, value)
-        seed(tmp_path / "store.sqlite", tmp_path / "data")
+    env = _seeded(tmp_path)
     holder = apsw.Connection(str(tmp_path / "store.sqlite"))
     holder.execute("BEGIN IMMEDIATE")  # the write lock, as a long job would hold it
-    import time
 
     try:
         with ui_server(env=env, cwd=tmp_path) as server:
@@ -616,8 +617,6 @@ def _indexes(conn) -> set[str]:
 
 def _wait_for_indexes(path: Path, timeout: float = 20.0) -> set[str]:
     """The inspector builds its indexes beside the first requests: wait until they are in."""
-    import time
-
     import apsw
 
     from zmem.db.overview import INSPECTOR_INDEXES

@@ -75,7 +75,6 @@ class Reading:
     preferences: tuple[tuple[Phrase, Phrase], ...]  # (X, Y) of "X instead of Y" and its kin
     rejected: frozenset[str]  # words a negation governs ("never use moment" -> moment)
     spans: tuple[str, ...] = ()  # the opaque spans
-    flagged: frozenset[str] = frozenset()  # words a flag turns off (--no-tags -> tag)
     # Negations that only state a preference ("use X not Y", "never Y, use X"): the rest are
     # what two notes with the same preference may still disagree on.
     in_preferences: int = 0
@@ -115,7 +114,7 @@ def read(text: str) -> Reading:
     )
     return Reading(
         tokens, negations, preferences, frozenset(rejected | flagged), tuple(spans),
-        frozenset(flagged), in_preferences,
+        in_preferences,
     )  # fmt: skip
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from zmem.hosts import emit, events
 from zmem.layout import LOG_NAME, SOCKET_NAME, SPAWN_STAMP, keep_private
-from zmem.resident import dispatch, wire
+from zmem.resident import code, dispatch, wire
 from zmem.resident.code import PACKAGE_DIR
 
 # typing costs the hook client ~2.5 ms to import; the names are for annotations only.
@@ -82,25 +82,12 @@ def spawn_daemon(ddir: Path) -> None:
             return
     except OSError:
         pass
-    import subprocess  # only when a process is started: it costs ~6 ms to import
-
     try:
         ddir.mkdir(parents=True, exist_ok=True)
         stamp.touch()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(PACKAGE_DIR.parent), *filter(None, [env.get("PYTHONPATH")])]
-        )
-        subprocess.Popen(
-            [sys.executable, "-m", "zmem.resident.daemon", str(ddir)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            env=env,
-        )
     except OSError:
-        pass
+        return
+    code.start_detached("zmem.resident.daemon", str(ddir))
 
 
 def _in_process(ev: events.HookEvent) -> events.Outcome:

@@ -1,7 +1,8 @@
 """Which code is running: the package directory, the file stamps the resident process compares
 with the disk between answers, the content digest that lets two installs of one release
 (Claude Code's and Codex's plugin copies) share a resident process, and the bytecode compile the
-hooks rely on. Standard library only."""
+hooks rely on, and starting one of this install's modules detached (the resident process,
+the keeper). Standard library only."""
 
 from __future__ import annotations
 
@@ -10,6 +11,36 @@ import zlib
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the zmem package this process runs
+
+
+def env_for_this_install(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment as given (its ZMEM_* settings too: the resident process serves only
+    clients with equal ones), with this install first on the import path."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(PACKAGE_DIR.parent), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    return env
+
+
+def start_detached(module: str, *args: str, env: dict[str, str] | None = None) -> bool:
+    """`python -m <module> ARGS` of this install in a session of its own, no stdio; False when
+    it could not be started. subprocess is imported here: it costs a cold hook ~6 ms."""
+    import subprocess
+    import sys
+
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env_for_this_install(env),
+        )
+    except OSError:
+        return False
+    return True
 
 
 def _code_files(pkg: Path) -> list[tuple[str, str, int, int]]:

@@ -12,15 +12,13 @@ import json
 import os
 import re
 import socket
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from zmem import ports
 from zmem.layout import HTTP_CONFIG, PRIVATE_FILE_MODE
-from zmem.resident import wire
-from zmem.resident.code import PACKAGE_DIR
+from zmem.resident import code, wire
 
 PATH_PREFIX = "/zmem-hook/"  # /zmem-hook/<host>/<event>; also how setup knows its entries
 HOST = "claude"  # the one host with http hooks (Codex and ZCode run commands only)
@@ -208,17 +206,6 @@ def reply(conn: socket.socket, status: int, body: str) -> None:
     conn.sendall(head.encode("ascii") + data)
 
 
-def worker_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment as it came (the ZMEM_* settings the hook clients also carry: the
-    resident process serves only clients with equal ones), with this install first on the
-    import path."""
-    env = dict(os.environ if base is None else base)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(PACKAGE_DIR.parent), *filter(None, [env.get("PYTHONPATH")])]
-    )
-    return env
-
-
 def running(data_dir: Path) -> bool:
     """A keeper holds the configured port (a connection to it is accepted into its queue)."""
     config = load_config(data_dir)
@@ -258,17 +245,4 @@ def start(data_dir: Path, env: dict[str, str] | None = None) -> bool:
         return False  # the resident process is turned off, and the keeper with it
     if load_config(data_dir) is None or running(data_dir):
         return False
-    import subprocess  # ~6 ms, paid only when a keeper is started
-
-    try:
-        subprocess.Popen(
-            [sys.executable, "-m", "zmem.resident.keeper", str(data_dir)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            env=worker_env(env),
-        )
-    except OSError:
-        return False
-    return True
+    return code.start_detached("zmem.resident.keeper", str(data_dir), env=env)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from zmem import layout, ports
-from zmem.resident import client, http_hook
+from zmem.resident import client, code, http_hook
 
 CRASH_WINDOW_S = 60.0
 CRASHES_BEFORE_WAITING = 5  # in that window: then start the next only when a request comes
@@ -99,7 +99,7 @@ class Keeper:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=http_hook.worker_env(),
+            env=code.env_for_this_install(),
         )  # fmt: skip
         try:
             return self.proc.wait()
