@@ -17,9 +17,11 @@ import importlib
 import json
 import sys
 import tempfile
+from dataclasses import fields, replace
 from pathlib import Path
 
 from zmem.evaluation import harness, runner
+from zmem.retrieval.fusion import DEFAULT_WEIGHTS, Weights
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "eval"
@@ -82,6 +84,30 @@ def table(name: str, reports: dict[str, dict], tune: set[str] | None, side: str)
     return out
 
 
+def parse_weights(spec: str) -> Weights:
+    """bm25=0.70,recency=0 -> the shipped Weights with those two replaced; ValueError (one
+    line) on an unknown name, a value that is not a number in 0..1, or a sum other than 1."""
+    known = {f.name for f in fields(Weights)}
+    given: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or name not in known:
+            raise ValueError(
+                f"{part!r} is not NAME=VALUE with NAME one of {', '.join(sorted(known))}"
+            )
+        try:
+            given[name] = float(value)
+        except ValueError:
+            raise ValueError(f"{part!r}: {value!r} is not a number") from None
+        if not 0.0 <= given[name] <= 1.0:
+            raise ValueError(f"{part!r}: a weight is between 0 and 1")
+    weights = replace(DEFAULT_WEIGHTS, **given)
+    total = sum(getattr(weights, f) for f in known)
+    if abs(total - 1.0) > 1e-6:
+        raise ValueError(f"the weights sum to {total:.2f}, not 1")
+    return weights
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, help="where the built stores go (default: a temp dir)")
@@ -97,6 +123,13 @@ def main() -> int:
         default=[],
         metavar="MODULE.NAME=VALUE",
         help="for tuning: set a zmem.retrieval constant, e.g. pipeline.GLOBAL_MARGIN=0.05",
+    )
+    ap.add_argument(
+        "--weights",
+        metavar="NAME=VALUE,...",
+        help="composite weights to read with instead of the shipped ones, e.g. "
+        "bm25=0.70,recency=0 (names: bm25, confidence, recency, popularity; the rest keep "
+        "their defaults; they must sum to 1)",
     )
     ap.add_argument(
         "--mmr", action="store_true", help="recall with MMR on, as the hooks and the CLI do"
@@ -119,6 +152,13 @@ def main() -> int:
             module, attr, value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
         )
     runner.MMR = args.mmr
+    weights = None
+    if args.weights:
+        try:
+            weights = parse_weights(args.weights)
+        except ValueError as exc:
+            print(f"eval_quality: --weights: {exc}", file=sys.stderr)
+            return 2
     if args.from_json:
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))
         for name, per_mode in saved.items():
@@ -138,7 +178,13 @@ def main() -> int:
             Path(f"{store}{suffix}").unlink(missing_ok=True)
         print(f"building and querying {name} ...", file=sys.stderr)
         reports = harness.run_modes(
-            store, gold_path, K, corpus, profile="minilm", include_global=args.with_global
+            store,
+            gold_path,
+            K,
+            corpus,
+            profile="minilm",
+            include_global=args.with_global,
+            weights=weights,
         )
         everything[name] = {m: r["per_item"] for m, r in reports.items()}
         print("\n".join(table(name, reports, tune, args.side)))

@@ -14,6 +14,7 @@ from zmem import config
 from zmem.errors import UsageError
 from zmem.evaluation import fixture, gold, runner
 from zmem.evaluation.environment import restored_env
+from zmem.retrieval.fusion import Weights
 from zmem.store import MemoryStore
 
 EVAL_DIR = Path(__file__).resolve().parents[3] / "eval"
@@ -61,9 +62,11 @@ def run_modes(
     profile: str,
     modes: tuple[str, ...] = runner.MODES,
     include_global: bool = False,
+    weights: Weights | None = None,
 ) -> dict[str, dict[str, Any]]:
     """One store built once (corpus, or the fixture), every gold item recalled in each mode:
-    {mode: report}. Reads are passive and write no telemetry, so the modes see one store."""
+    {mode: report}, with the shipped composite weights unless `weights` is given. Reads are
+    passive and write no telemetry, so the modes see one store."""
     items = gold.load(gold_path)
     if include_global:  # every item as the prompt hook asks: with the global tier
         items = [dataclasses.replace(i, include_global=True) for i in items]
@@ -74,7 +77,10 @@ def run_modes(
             store, ids = _open(store_path, rows)
             try:
                 os.environ["ZMEM_TEST_NOW"] = fixture.QUERY_AT
-                return {mode: runner.evaluate(store, items, ids, k, mode=mode) for mode in modes}
+                return {
+                    mode: runner.evaluate(store, items, ids, k, weights=weights, mode=mode)
+                    for mode in modes
+                }
             finally:
                 store.close()
     finally:

@@ -269,6 +269,42 @@ def run_zmem(
     passively (no bump, no links, no MMR) with the clock after the last session. The passive
     token budget is lifted unless token_budget is given: R@50 measures the ranking, and the
     default 1,500-token budget would cut a 50-row answer to about 25 turns."""
+    with ingested(data, profile=profile, store=store, token_budget=token_budget, track=track) as (
+        s,
+        stands_for,
+        run,
+    ):
+        _query(
+            s,
+            data,
+            run,
+            stands_for,
+            hybrid=None if hybrid else False,
+            limit=limit,
+            dense_only=dense_only,
+            track=track,
+        )
+        run.counters.update(
+            hybrid=hybrid,
+            dense_only=dense_only,
+            profile=profile,
+            token_budget=token_budget,
+        )
+    return run
+
+
+@contextmanager
+def ingested(
+    data: Dataset,
+    *,
+    profile: str = "fake",
+    store: str | Path | None = None,
+    token_budget: int | None = None,
+    track: Tracker = quiet,
+) -> Iterator[tuple[MemoryStore, dict[str, set[str]], SystemRun]]:
+    """A store holding every turn of `data` (one namespace per conversation), open, with what
+    each memory stands for and the run its ingest counters went to; the caller's clock and
+    profile come back on exit. Read it with query_clock() set per conversation."""
     if profile not in PROFILES:
         raise UsageError(f"unknown embedding profile {profile!r} ({', '.join(PROFILES)})")
     run = SystemRun("zmem")
@@ -279,23 +315,17 @@ def run_zmem(
         settings = dataclasses.replace(settings, inject_token_budget=budget)
         with MemoryStore.open(settings=settings) as s:
             stands_for = _ingest(s, data, run, track)
-            _query(
-                s,
-                data,
-                run,
-                stands_for,
-                hybrid=None if hybrid else False,
-                limit=limit,
-                dense_only=dense_only,
-                track=track,
-            )
-        run.counters.update(
-            hybrid=hybrid,
-            dense_only=dense_only,
-            profile=profile,
-            token_budget=token_budget,
-        )
-    return run
+            yield s, stands_for, run
+
+
+def query_clock(conv: Conversation) -> None:
+    """Reads after this run at the conversation's query time (a day after its last session)."""
+    os.environ["ZMEM_TEST_NOW"] = config.format_instant(conv.query_time)
+
+
+def ranking(report: Any, stands_for: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The dialog ids each presented row stands for, in the report's order."""
+    return [_dia_ids(h.memory.source_ref, stands_for.get(h.id, set())) for h in report.hits]
 
 
 def _ingest(
@@ -342,7 +372,7 @@ def _query(
     clock = ""
     for conv, question in track(jobs, "recall", total=len(jobs)):
         if clock != conv.sample_id:
-            os.environ["ZMEM_TEST_NOW"] = config.format_instant(conv.query_time)
+            query_clock(conv)
             clock = conv.sample_id
         started = time.perf_counter()
         report = s.read(
@@ -360,9 +390,9 @@ def _query(
         run.query_ms.append((time.perf_counter() - started) * 1000.0)
         omitted += report.omitted
         budget_dropped += report.budget_dropped
-        ranking = [_dia_ids(h.memory.source_ref, stands_for.get(h.id, set())) for h in report.hits]
-        run.returned.append(len(ranking))
-        run.rows.append(score(question, ranking))
+        ranked = ranking(report, stands_for)
+        run.returned.append(len(ranked))
+        run.rows.append(score(question, ranked))
     run.counters.update(omitted_passive=omitted, budget_dropped=budget_dropped)
 
 

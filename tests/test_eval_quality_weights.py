@@ -1,0 +1,65 @@
+"""scripts/eval_quality.py --weights (issue 35: composite weights read on the coding dev set
+beside the conversational protocol): the names and values it takes, and a bad spec refused with
+exit 2 before any store is built or report written."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zmem.retrieval.fusion import DEFAULT_WEIGHTS, Weights
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "eval_quality.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("eval_quality", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_named_weights_replace_the_shipped_ones_and_the_rest_stay():
+    parse = _module().parse_weights
+    assert parse("bm25=0.70,recency=0") == Weights(0.70, 0.20, 0.0, 0.10)
+    assert parse(" bm25=0.55 ") == DEFAULT_WEIGHTS
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("bm25=0.7", "sum to 1.15"),
+        ("speed=0.1", "'speed=0.1' is not NAME=VALUE"),
+        ("recency", "'recency' is not NAME=VALUE"),
+        ("bm25=much", "'much' is not a number"),
+        ("bm25=1.5,confidence=-0.5", "between 0 and 1"),
+    ],
+)
+def test_a_bad_spec_is_one_line_and_exit_2_with_nothing_written(tmp_path, spec, says):
+    out = tmp_path / "report.json"
+    work = tmp_path / "work"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--weights",
+            spec,
+            "--work",
+            str(work),
+            "--json-out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("eval_quality: --weights: ") and says in lines[0]
+    assert not out.exists() and not work.exists()
