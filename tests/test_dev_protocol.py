@@ -152,3 +152,35 @@ def test_the_script_runs_end_to_end_on_three_conversations(tmp_path):
     assert len(doc["leave_one_out"]["folds"]) == 3
     assert doc["input"]["path"] == str(data)
     assert "Leave one conversation out" in done.stdout
+
+
+def test_a_variants_constants_hold_during_its_reads_only():
+    from zmem.retrieval import mmr
+
+    variant = next(v for v in dev_protocol.VARIANTS if v.name == "mmr-floor-0.85")
+    before = mmr.SIMILARITY_FLOOR
+    with variant.applied():
+        assert mmr.SIMILARITY_FLOOR == 0.85
+    assert mmr.SIMILARITY_FLOOR == before
+    with pytest.raises(RuntimeError), variant.applied():
+        raise RuntimeError("a read failed")
+    assert mmr.SIMILARITY_FLOOR == before
+
+
+def test_a_variants_constants_are_what_its_reads_see(three, monkeypatch):
+    from zmem.retrieval import mmr, pipeline
+
+    seen: dict[float, int] = {}
+    real = pipeline.mmr_order
+
+    def spy(*args, **kwargs):
+        seen[mmr.SIMILARITY_FLOOR] = seen.get(mmr.SIMILARITY_FLOOR, 0) + 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "mmr_order", spy)
+    plain = dev_protocol.Variant("hooks", "as shipped")
+    floored = dev_protocol.Variant("f", "x", constants=(("mmr.SIMILARITY_FLOOR", 0.5),))
+    dev_protocol.read_variants(three, [plain, floored], profile="fake")
+    # Both tiers of every question, once per variant, each under its own floor.
+    questions = sum(len(c.questions) for c in three.conversations)
+    assert seen == {mmr.SIMILARITY_FLOOR: 2 * questions, 0.5: 2 * questions}

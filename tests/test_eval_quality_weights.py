@@ -27,14 +27,14 @@ def _module():
 
 def test_named_weights_replace_the_shipped_ones_and_the_rest_stay():
     parse = _module().parse_weights
-    assert parse("bm25=0.70,recency=0") == Weights(0.70, 0.20, 0.0, 0.10)
-    assert parse(" bm25=0.55 ") == DEFAULT_WEIGHTS
+    assert parse("bm25=0.55,recency=0.15") == Weights(0.55, 0.20, 0.15, 0.10)
+    assert parse(" bm25=0.70 ") == DEFAULT_WEIGHTS
 
 
 @pytest.mark.parametrize(
     ("spec", "says"),
     [
-        ("bm25=0.7", "sum to 1.15"),
+        ("bm25=0.85", "sum to 1.15"),
         ("speed=0.1", "'speed=0.1' is not NAME=VALUE"),
         ("recency", "'recency' is not NAME=VALUE"),
         ("bm25=much", "'much' is not a number"),

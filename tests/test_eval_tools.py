@@ -89,7 +89,7 @@ def test_tune_weights_is_dry_run_only_and_writes_nothing(fixture_store, tmp_path
         assert {"hit_at_k", "mrr", "as_of_accuracy", "injection_omit_rate"} <= set(
             doc[side]["metrics"]
         )
-    assert doc["current"]["weights"]["W_BM25"] == 0.55 and doc["k"] == 3
+    assert doc["current"]["weights"]["W_BM25"] == 0.70 and doc["k"] == 3
     assert (_sha(copy), table_counts(copy)) == before
 
 

@@ -112,11 +112,14 @@ def test_popularity_is_sqrt_damped_and_capped():
     assert fusion.popularity(10_000) == 1.0
 
 
-def test_composite_uses_the_spec_weights():
+def test_composite_uses_the_shipped_weights():
     w = fusion.DEFAULT_WEIGHTS
-    assert (w.bm25, w.confidence, w.recency, w.popularity) == (0.55, 0.20, 0.15, 0.10)
+    # The spec's weights with recency's 0.15 moved to relevance (issue 35, docs/decisions.md).
+    assert (w.bm25, w.confidence, w.recency, w.popularity) == (0.70, 0.20, 0.0, 0.10)
     assert fusion.composite(1.0, 1.0, 1.0, 1.0, 1.0) == pytest.approx(1.0)
-    assert fusion.composite(1.0, 0.9, 0.5, 0.0, 0.0) == pytest.approx(0.55 + 0.2 * 0.45)
+    assert fusion.composite(1.0, 0.9, 0.5, 0.0, 0.0) == pytest.approx(0.70 + 0.2 * 0.45)
+    spec = fusion.Weights(0.55, 0.20, 0.15, 0.10)
+    assert fusion.composite(1.0, 0.9, 0.5, 1.0, 0.0, spec) == pytest.approx(0.55 + 0.09 + 0.15)
 
 
 # ---- lanes ----------------------------------------------------------------------------------
@@ -352,9 +355,11 @@ def test_mmr_lets_a_distinct_fact_through_paraphrases(store):
     for variant in ("alpha", "bravo", "charlie", "delta"):
         add(store, f"staging deploy uses the blue green switch {variant} runbook")
     distinct = add(store, "staging deploy requires a signed release tag", signal="user")
-    plain = store.recall("staging deploy", namespace=NS, limit=4, no_mmr=True, link_hops=0)
+    # The paraphrases hold more of the query's words: by score alone they fill the four rows.
+    query = "staging deploy runbook"
+    plain = store.recall(query, namespace=NS, limit=4, no_mmr=True, link_hops=0)
     assert distinct not in ids(plain)
-    diverse = store.recall("staging deploy", namespace=NS, limit=4, link_hops=0)
+    diverse = store.recall(query, namespace=NS, limit=4, link_hops=0)
     assert distinct in ids(diverse)
 
 
@@ -746,3 +751,34 @@ def test_mmr_lets_near_copies_give_way_but_keeps_on_topic_rows_in_order():
         assert mmr.mmr_order(order, score, similarity, 0.7, 4)[:3] == ["a", "c", "b"]
     finally:
         mmr.SIMILARITY_FLOOR = 0.7
+
+
+def test_mmr_chooses_the_first_rows_and_a_deep_list_goes_on_in_score_order(store):
+    from zmem.retrieval import pipeline
+
+    # Twelve near-copies and six distinct rows that score below them: diversity lifts distinct
+    # rows into the first MMR_PICKS rows; below those the list is the score order, so the
+    # distinct rows it did not lift stay under the copies (diversifying every row, as before
+    # issue 35, lifted all six).
+    for n in range(12):
+        add(store, f"staging deploy uses the blue green switch runbook copy{n}")
+    for fact in (
+        "staging deploy requires a signed release tag",
+        "staging deploy freezes on fridays",
+        "staging deploy pages the oncall engineer",
+        "staging deploy needs two approvals",
+        "staging deploy runs database migrations first",
+        "staging deploy posts to the releases channel",
+    ):
+        add(store, fact)
+    query = "staging deploy runbook"
+    plain = ids(store.recall(query, namespace=NS, limit=18, no_mmr=True, link_hops=0))
+    diverse = ids(store.recall(query, namespace=NS, limit=18, link_hops=0))
+    picks = 5  # the prompt hook's rows
+    assert pipeline.MMR_PICKS == picks
+    assert sorted(diverse) == sorted(plain)
+    assert diverse[:picks] != plain[:picks]
+    rest = [rid for rid in plain if rid not in diverse[:picks]]
+    assert diverse[picks:] == rest
+    # Four distinct rows were lifted beside the best copy; the other two stay last.
+    assert diverse[-2:] == plain[-2:]

@@ -130,8 +130,9 @@ def recall(obj, query, old_text, as_json, explain, target, **options):
 
     Each lane (a way of finding candidates: keywords by BM25, entities, and embeddings when
     they are available) ranks the namespace's rows; the rankings are fused (reciprocal rank
-    fusion), re-ranked by relevance, confidence, recency and popularity, diversified (MMR:
-    near-copies of a row already listed move down) and extended by one hop of links.
+    fusion), re-ranked by relevance, confidence and popularity (recency ships at weight 0; ties
+    go to the newer row), diversified in its first five rows (MMR: near-copies of a row already
+    listed move down) and extended by one hop of links.
     --explain re-runs the same pipeline with zero writes.
     """
     query = _the_query(query, old_text)

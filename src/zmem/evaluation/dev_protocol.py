@@ -6,8 +6,10 @@ and a naive RRF of BM25 and the embedding model are scored on the same questions
 
 from __future__ import annotations
 
+import importlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +41,23 @@ class Variant:
     hybrid: bool | None = None  # None: hybrid when the store can embed
     dense_only: bool = False
     weights: Weights = DEFAULT_WEIGHTS
+    # zmem.retrieval constants this variant reads with, ("mmr.SIMILARITY_FLOOR", 0.85): set
+    # around its reads and put back after, as eval_quality.py --param does for the coding sets.
+    constants: tuple[tuple[str, float], ...] = ()
+
+    @contextmanager
+    def applied(self) -> Iterator[None]:
+        saved = []
+        try:
+            for name, value in self.constants:
+                module_name, _, attr = name.rpartition(".")
+                module = importlib.import_module(f"zmem.retrieval.{module_name}")
+                saved.append((module, attr, getattr(module, attr)))
+                setattr(module, attr, value)
+            yield
+        finally:
+            for module, attr, value in reversed(saved):
+                setattr(module, attr, value)
 
     def request(self, question: str, namespace: str, limit: int) -> RecallRequest:
         return RecallRequest.prefetch(
@@ -53,6 +72,9 @@ class Variant:
         )
 
 
+SPEC_WEIGHTS = Weights(bm25=0.55, confidence=0.20, recency=0.15, popularity=0.10)
+UNCAPPED_MMR = (("pipeline.MMR_PICKS", 10**6),)
+
 VARIANTS: tuple[Variant, ...] = (
     Variant(DEFAULT, "the passive read the prompt hook makes (links, MMR, hybrid)"),
     Variant("no-links", "without link expansion", link_hops=0),
@@ -62,24 +84,26 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("dense", "the vector lane alone", dense_only=True),
     Variant(
         "recency-0.05",
-        "recency weight 0.15 -> 0.05, to relevance",
+        "recency weight 0.05, from relevance",
         weights=Weights(bm25=0.65, confidence=0.20, recency=0.05, popularity=0.10),
     ),
+    Variant("recency-0.15", "the spec's weights (recency 0.15)", weights=SPEC_WEIGHTS),
     Variant(
-        "recency-0",
-        "recency weight 0.15 -> 0, to relevance",
-        weights=Weights(bm25=0.70, confidence=0.20, recency=0.0, popularity=0.10),
+        "relevance-0.80",
+        "relevance 0.80, confidence 0.15, popularity 0.05",
+        weights=Weights(bm25=0.80, confidence=0.15, recency=0.0, popularity=0.05),
+    ),
+    Variant("mmr-all-picks", "MMR choosing every row, not the first 5", constants=UNCAPPED_MMR),
+    Variant(
+        "mmr-floor-0.85",
+        "MMR counting similarity above 0.85 (not 0.7)",
+        constants=(("mmr.SIMILARITY_FLOOR", 0.85),),
     ),
     Variant(
-        "relevance-0.75",
-        "relevance 0.55 -> 0.75, the rest scaled down",
-        weights=Weights(bm25=0.75, confidence=0.10, recency=0.10, popularity=0.05),
-    ),
-    Variant(
-        "no-mmr-recency-0",
-        "without MMR, and recency 0.15 -> 0",
-        mmr=False,
-        weights=Weights(bm25=0.70, confidence=0.20, recency=0.0, popularity=0.10),
+        "before",
+        "the reading before issue 35: spec weights, MMR choosing every row",
+        weights=SPEC_WEIGHTS,
+        constants=UNCAPPED_MMR,
     ),
 )
 
@@ -116,13 +140,11 @@ def read_variants(
         jobs = [(v, c) for v in variants for c in data.conversations]
         for variant, conv in track(jobs, "variants", total=len(jobs)):
             locomo.query_clock(conv)
-            for q in conv.questions:
-                report = s.read(variant.request(q.text, conv.namespace, limit))
-                scores.add(
-                    variant.name,
-                    conv.sample_id,
-                    locomo.score(q, locomo.ranking(report, stands_for)),
-                )
+            with variant.applied():
+                for q in conv.questions:
+                    report = s.read(variant.request(q.text, conv.namespace, limit))
+                    ranked = locomo.ranking(report, stands_for)
+                    scores.add(variant.name, conv.sample_id, locomo.score(q, ranked))
         counters = dict(run.counters, ingest_s=round(run.ingest_s, 1))
     return scores, counters
 
