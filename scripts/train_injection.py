@@ -2,8 +2,8 @@
 """Train the learned injection detector (capture/injection.py) and report it on held-out data.
 
 Data: eval/injection_set.jsonl (injection and benign texts, each in a family of variants), the
-training-only eval/injection_extra.jsonl, and the coding corpus's rows (its injection rows are
-those its gold set forbids on injection queries).
+training-only eval/injection_extra.jsonl (and any --train-also set), and the coding corpus's
+rows (its injection rows are those its gold set forbids on injection queries).
 The split is by family (and by project for the corpus), so no variant of a held-out text is
 trained on: a family or project whose stable hash is even is tune, odd is held out. On the tune
 side, five family-grouped folds give out-of-fold scores; the threshold is the lowest whose
@@ -12,7 +12,13 @@ side and written to src/zmem/capture/injection_weights.json (--write). Prints th
 recall and false-positive rate of the learned model, the patterns, and both together.
 
     .venv/bin/python scripts/train_injection.py [--write] [--max-fp 0.01] [--show-tune-errors]
-        [--embedding-check]
+        [--embedding-check] [--train-also eval/injection_extra2.jsonl] [--untrusted-max-fp 0.05]
+
+--train-also adds a training-only set (eval/injection_extra2.jsonl: more than half non-English,
+with orders that name no addressee; measured in docs/decisions.md, not in the shipped model).
+--untrusted-max-fp also reports a second threshold for rows of untrusted taint (every carrier
+but a chat note; the corpus rows by their taint), chosen out-of-fold on the tune side's
+untrusted rows at that false-positive rate, beside the shipped one threshold for all.
 
 --embedding-check (needs the MiniLM model; ZMEM_DATA names its data dir) also reports a
 logistic model over the MiniLM vectors, alone and stacked with the word model, judged the same
@@ -24,7 +30,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -48,21 +56,47 @@ STEPS = 600
 RATE = 0.5
 
 
+ENGLISH_WORDS = frozenset(
+    "the and to of a in is you your for this that with it be are on not please all from "
+    "before after run use any".split()
+)
+
+
+def language_family(text: str) -> str:
+    """english, other-latin or non-latin, for the held-out report: the script most of the
+    letters are in (a few look-alike letters in English text stay Latin), then English words."""
+    latin = other = 0
+    for ch in text:
+        if ch.isalpha():
+            if ch.isascii() or unicodedata.name(ch, "").startswith("LATIN"):
+                latin += 1
+            else:
+                other += 1
+    if other > latin:
+        return "non-latin"
+    words = re.findall(r"[a-z]+", text.lower())
+    english = sum(w in ENGLISH_WORDS for w in words)
+    return "english" if english >= max(1, len(words) // 12) else "other-latin"
+
+
 def _half(name: str) -> str:
     return "tune" if int(hashlib.sha256(name.encode()).hexdigest(), 16) % 2 == 0 else "heldout"
 
 
-def load() -> list[dict]:
+def load(train_also: list[Path] | None = None) -> list[dict]:
     rows = []
     for line in (EVAL / "injection_set.jsonl").read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
         rows.append({"text": r["text"], "y": int(r["label"] == "injection"), "group": r["family"],
-                     "side": _half(r["family"]), "source": "injection_set"})  # fmt: skip
-    # A second blind-written set, training only: the held-out half stays what it was.
-    for line in (EVAL / "injection_extra.jsonl").read_text(encoding="utf-8").splitlines():
-        r = json.loads(line)
-        rows.append({"text": r["text"], "y": int(r["label"] == "injection"), "group": r["family"],
-                     "side": "tune", "source": "injection_extra"})  # fmt: skip
+                     "side": _half(r["family"]), "source": "injection_set",
+                     "untrusted": r["carrier"] != "chat_note"})  # fmt: skip
+    # Blind-written sets for training only: the held-out half stays what it was.
+    for path in [EVAL / "injection_extra.jsonl", *(train_also or [])]:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            rows.append({"text": r["text"], "y": int(r["label"] == "injection"),
+                         "group": r["family"], "side": "tune", "source": path.stem,
+                         "untrusted": r["carrier"] != "chat_note"})  # fmt: skip
     forbidden = set()
     for line in (EVAL / "coding_gold.jsonl").read_text(encoding="utf-8").splitlines():
         g = json.loads(line)
@@ -76,8 +110,10 @@ def load() -> list[dict]:
             if ns.startswith("project:")
             else (_half(r["key"]))
         )
+        taint = r.get("taint", "trusted_internal")
         rows.append({"text": r["content"], "y": int(r["key"] in forbidden), "group": r["key"],
-                     "side": side, "source": "coding_corpus"})  # fmt: skip
+                     "side": side, "source": "coding_corpus",
+                     "untrusted": taint != "trusted_internal"})  # fmt: skip
     return rows
 
 
@@ -205,8 +241,20 @@ def main() -> int:
         action="store_true",
         help="also judge MiniLM-vector models (alone and stacked with the words)",
     )
+    ap.add_argument(
+        "--train-also",
+        type=Path,
+        action="append",
+        default=[],
+        help="a training-only JSONL set (label, family, carrier, text) to add",
+    )
+    ap.add_argument(
+        "--untrusted-max-fp",
+        type=float,
+        help="also report a threshold for untrusted rows at this out-of-fold FP rate",
+    )
     args = ap.parse_args()
-    rows = load()
+    rows = load(args.train_also)
     for r in rows:
         r["f"] = classifier_features(r["text"])
     tune = [r for r in rows if r["side"] == "tune"]
@@ -249,6 +297,39 @@ def main() -> int:
     print(report("patterns or learned (shipped)", shipped))
     own = [r for r in held if r["source"] == "injection_set"]
     print(report("shipped, injection set's held-out half alone", shipped, own))
+    print("\n| held out, shipped, by language family | recall | false positives |")
+    print("| --- | --- | --- |")
+    for family in ("english", "other-latin", "non-latin"):
+        pool = [r for r in held if language_family(r["text"]) == family]
+        if any(r["y"] for r in pool) and any(not r["y"] for r in pool):
+            print(report(family, shipped, pool))
+        else:
+            pos = sum(r["y"] for r in pool)
+            print(f"| {family} | {pos} injections, {len(pool) - pos} benign: not reported |")
+    if args.untrusted_max_fp is not None:
+        # Out-of-fold scores of the tune side's untrusted rows only, for their own threshold.
+        untrusted_oof = [sy for sy, r in zip(oof, oof_rows, strict=True) if r["untrusted"]]
+        low = threshold_at(untrusted_oof, args.untrusted_max_fp)
+        print(f"\nuntrusted rows' threshold {low:.3f} (out-of-fold FP <= "
+              f"{args.untrusted_max_fp} on the tune side's untrusted rows); trusted rows keep "
+              f"{threshold:.3f}")  # fmt: skip
+        print("\n| held out | recall | false positives |\n| --- | --- | --- |")
+        for name, pool in (
+            ("untrusted rows, one threshold (shipped)", [r for r in held if r["untrusted"]]),
+            ("trusted rows, one threshold (shipped)", [r for r in held if not r["untrusted"]]),
+        ):
+            if any(r["y"] for r in pool):
+                print(report(name, shipped, pool))
+            else:
+                fp = sum(1 for r in pool if shipped(r))
+                print(f"| {name} | no injections | {fp}/{len(pool)} |")
+
+        def taint_aware(r: dict) -> bool:
+            return patterns(r) or score(model, r["f"]) >= (low if r["untrusted"] else threshold)
+
+        untrusted = [r for r in held if r["untrusted"]]
+        print(report("untrusted rows, their own threshold", taint_aware, untrusted))
+        print(report("every row, taint-aware", taint_aware))
     if args.embedding_check:
         embedding_check(tune, held, rows, args)
     if args.show_tune_errors:
