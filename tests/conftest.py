@@ -3,8 +3,10 @@ and no ZMEM_* setting from the developer's shell leaks in."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
 
 import apsw
 import pytest
@@ -61,6 +63,16 @@ def store_path(isolated_env: Path) -> Path:
 def store(store_path: Path):
     with MemoryStore.open(store_path) as s:
         yield s
+
+
+def load_script(name: str) -> ModuleType:
+    """scripts/<name>.py as a module (the scripts are not a package), for their functions."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def table_counts(path: Path) -> dict[str, int]:

@@ -4,29 +4,21 @@ exit 2 before any store is built or report written."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import load_script
 from zmem.retrieval.fusion import DEFAULT_WEIGHTS, Weights
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "eval_quality.py"
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("eval_quality", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_named_weights_replace_the_shipped_ones_and_the_rest_stay():
-    parse = _module().parse_weights
+    parse = load_script("eval_quality").parse_weights
     assert parse("bm25=0.55,recency=0.15") == Weights(0.55, 0.20, 0.15, 0.10)
     assert parse(" bm25=0.70 ") == DEFAULT_WEIGHTS
 

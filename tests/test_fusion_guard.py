@@ -5,26 +5,16 @@ hybrid trail the dense or the lexical lane on some kind fails here, with the kin
 
 from __future__ import annotations
 
-import importlib.util
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from conftest import load_script
 from zmem.evaluation import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 MIN_ITEMS = 5  # a kind with fewer items moves a whole 0.2 on one query: not a measure
-
-
-def _eval_quality():
-    spec = importlib.util.spec_from_file_location(
-        "eval_quality", ROOT / "scripts" / "eval_quality.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +27,7 @@ def test_hybrid_is_never_below_its_best_lane_on_the_validation_side(
     name, model_data, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("ZMEM_DATA", str(model_data))  # one model build for both sets
-    quality = _eval_quality()
+    quality = load_script("eval_quality")
     corpus, gold_path, tune = quality.SETS[name]
     reports = harness.run_modes(tmp_path / "store.sqlite", gold_path, quality.K, corpus,
                                 profile="minilm")  # fmt: skip

@@ -17,7 +17,6 @@ bootstrap, which must not happen."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "src" / "zmem" / "plugin"  # the plugin tree the package carries
@@ -84,17 +85,7 @@ CLAUDE = _cli("claude")
 CODEX = _cli("codex")
 
 
-def _load_mock() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "mock_model_api", ROOT / "scripts" / "mock_model_api.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-mock_api = _load_mock()
+mock_api = load_script("mock_model_api")
 
 _NO_VENV = "the hooks need this run's venv (run the tests from .venv: make test)"
 needs_claude = pytest.mark.skipif(

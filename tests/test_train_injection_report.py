@@ -4,23 +4,14 @@ so every held-out figure's denominator, stays what it was)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location(
-        "train_injection", ROOT / "scripts" / "train_injection.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize(
@@ -35,11 +26,11 @@ def _script():
     ],
 )
 def test_language_family(text, family):
-    assert _script().language_family(text) == family
+    assert load_script("train_injection").language_family(text) == family
 
 
 def test_a_training_only_set_never_reaches_the_held_out_side(tmp_path):
-    script = _script()
+    script = load_script("train_injection")
     extra = tmp_path / "more.jsonl"
     rows = [
         {"label": "injection", "family": "f1", "carrier": "pr_comment", "text": "a b c"},
