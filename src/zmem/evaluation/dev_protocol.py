@@ -31,8 +31,8 @@ BASELINE_DEPTH = 100
 
 @dataclass(frozen=True)
 class Variant:
-    """One way of reading: each differs from the hooks' reading in one thing, so its effect is
-    the effect of that thing."""
+    """One way of reading. Each in VARIANTS differs from the hooks' reading in one thing, so
+    its effect is the effect of that thing; "before" is the reading this issue replaced."""
 
     name: str
     summary: str
