@@ -13,7 +13,6 @@ queries are never on both sides; a global query belongs to the project it is ask
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import tempfile
@@ -140,16 +139,17 @@ def main() -> int:
         help="recall every item with --include-global (what the prompt hook does)",
     )
     args = ap.parse_args()
+    constants = []
     for spec in args.param:
         name, _, value = spec.partition("=")
-        module_name, _, attr = name.rpartition(".")
-        module = importlib.import_module(f"zmem.retrieval.{module_name}")
-        if not hasattr(module, attr):
-            print(f"eval_quality: zmem.retrieval.{name} does not exist", file=sys.stderr)
+        try:
+            module, attr = harness.retrieval_constant(name)
+        except AttributeError as exc:
+            print(f"eval_quality: {exc}", file=sys.stderr)
             return 2
         kind = type(getattr(module, attr))
-        setattr(
-            module, attr, value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+        constants.append(
+            (name, value.lower() in ("1", "true", "yes") if kind is bool else kind(value))
         )
     runner.MMR = args.mmr
     weights = None
@@ -159,6 +159,11 @@ def main() -> int:
         except ValueError as exc:
             print(f"eval_quality: --weights: {exc}", file=sys.stderr)
             return 2
+    with harness.retrieval_constants(constants):
+        return evaluate(args, weights)
+
+
+def evaluate(args: argparse.Namespace, weights: Weights | None) -> int:
     if args.from_json:
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))
         for name, per_mode in saved.items():

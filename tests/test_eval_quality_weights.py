@@ -55,3 +55,18 @@ def test_a_bad_spec_is_one_line_and_exit_2_with_nothing_written(tmp_path, spec, 
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("eval_quality: --weights: ") and says in lines[0]
     assert not out.exists() and not work.exists()
+
+
+@pytest.mark.parametrize("spec", ["mmr.NO_SUCH=1", "no_module.X=1", "FLOOR=1"])
+def test_a_param_naming_no_retrieval_constant_is_refused_with_nothing_written(tmp_path, spec):
+    out, work = tmp_path / "report.json", tmp_path / "work"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--param", spec]
+        + ["--work", str(work), "--json-out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("does not exist")
+    assert not out.exists() and not work.exists()

@@ -6,20 +6,19 @@ and a naive RRF of BM25 and the embedding model are scored on the same questions
 
 from __future__ import annotations
 
-import importlib
-import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from zmem.embedding import get_embedder
-from zmem.evaluation import bm25, locomo
+from zmem.evaluation import bm25, harness, locomo
 from zmem.evaluation.locomo import KS, Conversation, Dataset, Scored
 from zmem.evaluation.progress import Tracker, quiet
-from zmem.retrieval.fusion import DEFAULT_WEIGHTS, RRF_K, Weights
+from zmem.retrieval import fusion
+from zmem.retrieval.fusion import DEFAULT_WEIGHTS, Weights
 from zmem.retrieval.request import RecallRequest
 
 DEFAULT = "hooks"
@@ -45,19 +44,8 @@ class Variant:
     # around its reads and put back after, as eval_quality.py --param does for the coding sets.
     constants: tuple[tuple[str, float], ...] = ()
 
-    @contextmanager
-    def applied(self) -> Iterator[None]:
-        saved = []
-        try:
-            for name, value in self.constants:
-                module_name, _, attr = name.rpartition(".")
-                module = importlib.import_module(f"zmem.retrieval.{module_name}")
-                saved.append((module, attr, getattr(module, attr)))
-                setattr(module, attr, value)
-            yield
-        finally:
-            for module, attr, value in reversed(saved):
-                setattr(module, attr, value)
+    def applied(self) -> AbstractContextManager[None]:
+        return harness.retrieval_constants(self.constants)
 
     def request(self, question: str, namespace: str, limit: int) -> RecallRequest:
         return RecallRequest.prefetch(
@@ -166,12 +154,9 @@ def read_baselines(
             scores.add("rrf", conv.sample_id, _scored(conv, q, naive_rrf([lexical, dense])))
 
 
-def naive_rrf(rankings: Sequence[Sequence[int]], k: int = RRF_K) -> list[int]:
-    """Indexes by summed 1/(k + rank), ties by the smaller index."""
-    fused: dict[int, float] = {}
-    for ranked in rankings:
-        for rank, i in enumerate(ranked, start=1):
-            fused[i] = fused.get(i, 0.0) + 1.0 / (k + rank)
+def naive_rrf(rankings: Sequence[Sequence[int]]) -> list[int]:
+    """Indexes by fusion.rrf's summed 1/(k + rank), ties by the smaller index."""
+    fused = fusion.rrf(rankings)
     return sorted(fused, key=lambda i: (-fused[i], i))
 
 
@@ -223,28 +208,15 @@ def leave_one_out(
         "folds": folds,
         "sign_agreement": {"agree": agree, "counted": len(counted), "pairs": len(pairs)},
         "pearson": _pearson(pairs),
-        "selected_held_out": _block(selected),
+        "selected_held_out": locomo.summarize(selected)["all"],
     }
 
 
 def _pearson(pairs: Sequence[tuple[float, float]]) -> float | None:
-    if len(pairs) < 3:
+    xs, ys = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    if len(pairs) < 3 or xs.std() == 0 or ys.std() == 0:
         return None
-    xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in pairs)
-    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
-    return round(sxy / math.sqrt(sxx * syy), 3) if sxx > 0 and syy > 0 else None
-
-
-def _block(rows: Sequence[Scored]) -> dict[str, Any]:
-    n = len(rows)
-    return {
-        "n": n,
-        "turn_recall": {
-            str(k): round(sum(r.turn[k] for r in rows) / n, 4) if n else None for k in KS
-        },
-    }
+    return round(float(np.corrcoef(xs, ys)[0, 1]), 3)
 
 
 def run(
@@ -259,17 +231,13 @@ def run(
     read_baselines(data, scores, profile=profile, track=track)
     samples = [c.sample_id for c in data.conversations]
     readings = [v.name for v in variants] + ["bm25", "rrf"]
-    per_reading = {}
-    for name in readings:
-        rows = scores.rows(name, samples)
-        per_reading[name] = {
-            **_block(rows),
+    per_reading = {
+        name: {
+            **locomo.summarize(scores.rows(name, samples)),
             "by_conversation": {s: scores.mean(name, [s]) for s in samples},
-            "by_category": {
-                c: _block([r for r in rows if r.category == n])
-                for n, c in locomo.CATEGORIES.items()
-            },
         }
+        for name in readings
+    }
     return {
         "protocol": "locomo-leave-one-conversation-out",
         "conversations": samples,
@@ -293,21 +261,21 @@ def format_report(doc: dict[str, Any]) -> str:
         "|---|" + "---:|" * len(KS) + "---|",
     ]
     for name, r in doc["readings"].items():
-        cells = "".join(f" {r['turn_recall'][str(k)]:.3f} |" for k in KS)
+        cells = "".join(f" {r['all']['turn_recall'][str(k)]:.3f} |" for k in KS)
         what = doc["variants"].get(name, {"bm25": "plain BM25", "rrf": "naive RRF"}.get(name))
         out.append(f"| {name} |{cells} {what} |")
     loo = doc["leave_one_out"]
     k = loo["k"]
-    cats = list(locomo.CATEGORIES.values())
+    cats = locomo.CATEGORIES
     out += [
         "",
         f"R@{k} per category:",
         "",
-        "| reading | " + " | ".join(cats) + " |",
+        "| reading | " + " | ".join(cats.values()) + " |",
         "|---|" + "---:|" * len(cats),
     ]
     for name, r in doc["readings"].items():
-        blocks = [r["by_category"][c]["turn_recall"][str(k)] for c in cats]
+        blocks = [r["by_category"][str(c)]["turn_recall"][str(k)] for c in cats]
         out.append(
             f"| {name} | " + " | ".join("-" if b is None else f"{b:.3f}" for b in blocks) + " |"
         )

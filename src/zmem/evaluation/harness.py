@@ -5,9 +5,13 @@ scripts/eval_runner.py and the tests."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from zmem import config
@@ -25,6 +29,35 @@ PARAPHRASE_GOLD = EVAL_DIR / "paraphrase_gold.jsonl"
 _ISOLATED = ("ZMEM_INJECT_FLOOR_PROMPT", "ZMEM_MMR_LAMBDA", "ZMEM_UNFOLD_TOP_K",
              "ZMEM_UNFOLD_MAX_HOPS", "ZMEM_UNFOLD_BUDGET", "ZMEM_INJECT_TOKEN_BUDGET",
              "ZMEM_LINK_THRESHOLD", "ZMEM_CAPTURE_MODE", "ZMEM_STORE", "ZMEM_DATA")  # fmt: skip
+
+
+def retrieval_constant(name: str) -> tuple[ModuleType, str]:
+    """("mmr.SIMILARITY_FLOOR") -> (zmem.retrieval.mmr, "SIMILARITY_FLOOR"); AttributeError
+    (naming it) when there is no such constant."""
+    module_name, _, attr = name.rpartition(".")
+    try:
+        module = importlib.import_module(f"zmem.retrieval.{module_name}")
+    except ImportError:
+        raise AttributeError(f"zmem.retrieval.{name} does not exist") from None
+    if not module_name or not hasattr(module, attr):
+        raise AttributeError(f"zmem.retrieval.{name} does not exist")
+    return module, attr
+
+
+@contextmanager
+def retrieval_constants(pairs: Sequence[tuple[str, Any]]) -> Iterator[None]:
+    """zmem.retrieval constants set for the block and put back after: how a dev run reads with
+    a value it is weighing (eval_quality.py --param, the dev protocol's variants)."""
+    saved = []
+    try:
+        for name, value in pairs:
+            module, attr = retrieval_constant(name)
+            saved.append((module, attr, getattr(module, attr)))
+            setattr(module, attr, value)
+        yield
+    finally:
+        for module, attr, value in reversed(saved):
+            setattr(module, attr, value)
 
 
 def run(
