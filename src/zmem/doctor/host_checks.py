@@ -343,24 +343,21 @@ def _prompt_hook(env: Mapping[str, str], home: Path) -> str:
     if not isinstance(port, int):
         return "command hook"
     where = f"http hook on 127.0.0.1:{port}"
-    pids = ports.listener_pids(port)
-    if pids is None:  # no /proc: ask the port whether anything listens
+    held = ports.holder(port, data)
+    if held is None:  # no /proc: ask the port whether anything listens
         import socket
 
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                pids = {0}
+                held = ports.OWN
         except OSError:
-            pids = set()
-        return f"{where}, keeper running" if pids else f"{where}, keeper not running"
-    if not pids:
+            held = ports.NOBODY
+        return f"{where}, keeper {'running' if held == ports.OWN else 'not running'}"
+    if held == ports.NOBODY:
         return f"{where}, keeper not running (the next Claude Code session starts it)"
-    for pid in pids:
-        argv = ports.cmdline(pid)
-        if str(data) in argv and any(m in argv for m in KEEPER_MARKS):
-            return f"{where}, keeper running"
+    if held == ports.OWN:
+        return f"{where}, keeper running"
     return f"{where}, {PORT_TAKEN}: run `zmem setup claude` to move it"
 
 
-KEEPER_MARKS = ("zmem.resident.keeper", "zmem.resident.daemon")
 PORT_TAKEN = "held by another program"

@@ -224,16 +224,9 @@ def running(data_dir: Path) -> bool:
 
 def held_by_another(data_dir: Path, port: int) -> bool:
     """Something that is not this data dir's keeper or its resident process listens on the
-    port (False when nothing does, or when this system cannot tell)."""
-    pids = ports.listener_pids(port)
-    if not pids:
-        return False
-    ours = ("zmem.resident.keeper", "zmem.resident.daemon")
-    for pid in pids:
-        argv = ports.cmdline(pid)
-        if any(m in argv for m in ours) and str(data_dir) in argv:
-            return False
-    return True
+    port, another user's program included (False when nothing does, or when this system
+    cannot tell)."""
+    return ports.holder(port, data_dir) == ports.ANOTHER
 
 
 def start(data_dir: Path, env: dict[str, str] | None = None) -> bool:
