@@ -39,6 +39,16 @@ SAME, OPPOSITE, APART = stance.SAME, stance.OPPOSITE, stance.APART
          "Keep feature branches around after they are merged", OPPOSITE),
         ("Analytics queries should go to the read replica",
          "Analytics queries must not go to the read replica", OPPOSITE),
+        # Swapped multi-word commands in spans (a span is one token however many words).
+        ("Use `git fetch` instead of `git pull` in CI",
+         "Use `git pull` instead of `git fetch` in CI", OPPOSITE),
+        ('Run "npm ci" instead of "npm install" in the pipeline',
+         'Run "npm install" instead of "npm ci" in the pipeline', OPPOSITE),
+        # An antonym and a negation more cancel out; an antonym among stop words still counts.
+        ("Always keep trailing commas in multi-line literals",
+         "Never remove trailing commas in multi-line literals", SAME),
+        ("Run the database migrations before the deploy step",
+         "Run the database migrations after the deploy step", OPPOSITE),
         # Negation in a flag, a code span or a quote is not the note's stance.
         ("Use `git fetch --no-tags` in the mirror job", "The mirror job fetches without tags",
          SAME),
@@ -67,6 +77,15 @@ def test_a_swapped_preference_is_a_contradiction_not_a_duplicate(store_path):
     with MemoryStore.open(store_path) as s:
         first = _add(s, "Use pnpm instead of npm for the web workspace")
         second = _add(s, "Use npm instead of pnpm for the web workspace")
+        assert second.result == "stored" and second.contradicts == (first.id,)
+
+
+def test_swapped_commands_in_backticks_are_not_folded(store_path):
+    """Before: the connector was found on a re-split string whose positions were no longer the
+    tokens', so both sides were misread and the second note folded into the first."""
+    with MemoryStore.open(store_path) as s:
+        first = _add(s, "Use `git fetch` instead of `git pull` in CI")
+        second = _add(s, "Use `git pull` instead of `git fetch` in CI")
         assert second.result == "stored" and second.contradicts == (first.id,)
 
 

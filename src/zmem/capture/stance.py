@@ -52,16 +52,15 @@ _REJECTING = frozenset("avoid remove delete drop ban skip without".split())
 _NO_FLAG = re.compile(r"(?:^|[\s-])no-([a-z0-9]+)")
 # Words that negate what follows them, beyond tokens.NEGATIONS.
 _NEGATING = NEGATIONS | frozenset("off skip skips skipping without uncompressed".split())
-# One-word swaps that reverse a statement.
+# One-word swaps that reverse a statement. A pair with a negating word (always/never,
+# enable/disable, with/without, on/off, yes/no) is the negation count's: that side counts one.
 _ANTONYMS_RAW = (
     ("keep", "remove"), ("keep", "delete"), ("keep", "drop"), ("add", "remove"),
-    ("enable", "disable"), ("enabled", "disabled"), ("allow", "forbid"),
-    ("allow", "deny"), ("allow", "block"), ("include", "exclude"), ("always", "never"),
-    ("with", "without"), ("on", "off"), ("required", "optional"), ("must", "may"),
-    ("compress", "uncompressed"), ("compressed", "uncompressed"), ("sync", "async"),
-    ("public", "private"), ("before", "after"), ("commit", "ignore"), ("shared", "separate"),
-    ("single", "independently"), ("mandatory", "optional"), ("encrypt", "plaintext"),
-    ("true", "false"), ("yes", "no"), ("increase", "decrease"), ("strict", "lenient"),
+    ("allow", "deny"), ("allow", "block"), ("include", "exclude"), ("required", "optional"),
+    ("must", "may"), ("sync", "async"), ("public", "private"), ("before", "after"),
+    ("commit", "ignore"), ("shared", "separate"), ("single", "independently"),
+    ("mandatory", "optional"), ("encrypt", "plaintext"), ("true", "false"),
+    ("increase", "decrease"), ("strict", "lenient"),
 )  # fmt: skip
 
 
@@ -136,13 +135,16 @@ def _phrase(tokens: tuple[str, ...], start: int, step: int) -> Phrase:
 
 def _preferences(words: list[str], tokens: tuple[str, ...]) -> tuple[tuple[Phrase, Phrase], ...]:
     found = []
-    padded = f" {' '.join(words)} "
     for conn in _STRONG:
-        for m in re.finditer(f"(?= {conn} )", padded):
-            i = len(padded[: m.start() + 1].split())
-            x, y = _phrase(tokens, i - 1, -1), _phrase(tokens, i + len(conn.split()), 1)
-            if x and y and x != y:
-                found.append((x, y))
+        # Matched on the word list, whose positions are the tokens': an opaque span is one
+        # token however many words it holds (`git fetch` instead of `git pull`).
+        parts = conn.split()
+        n = len(parts)
+        for i in range(len(words) - n + 1):
+            if words[i : i + n] == parts:
+                x, y = _phrase(tokens, i - 1, -1), _phrase(tokens, i + n, 1)
+                if x and y and x != y:
+                    found.append((x, y))
     for i, w in enumerate(words):
         if w in _WEAK and any(c in _WEAK_AFTER[w] for c in words[max(0, i - 4) : i]):
             x, y = _phrase(tokens, i - 1, -1), _phrase(tokens, i + 1, 1)
@@ -178,6 +180,8 @@ def _stem(word: str) -> str:
 
 
 _ANTONYMS = {frozenset((_stem(x), _stem(y))) for x, y in _ANTONYMS_RAW}
+# Stop words that are half of a pair (before/after) stay in what a note is about.
+_ANTONYM_WORDS = frozenset(w for pair in _ANTONYMS_RAW for w in pair)
 # Where a note applies: environments, platforms, branches, tiers.
 _SCOPE_WORDS = frozenset(
     _stem(w)
@@ -202,7 +206,11 @@ def _content_set(r: Reading) -> list[str]:
     for t in r.tokens:
         inner = _TOKEN.findall(t) if t in r.spans else [t]
         words.extend(inner)
-    return [_stem(w) for w in words if w not in STOP_WORDS and w.split("'")[0] not in _NEGATING]
+    return [
+        _stem(w)
+        for w in words
+        if (w not in STOP_WORDS or w in _ANTONYM_WORDS) and w.split("'")[0] not in _NEGATING
+    ]
 
 
 def _orientation(pa: tuple[Phrase, Phrase], pb: tuple[Phrase, Phrase]) -> str | None:
@@ -260,7 +268,9 @@ def relation(a: str, b: str) -> str:
     shared = len(set(ca) & set(cb))
     if only_a and only_b and len(only_a) <= 2 and len(only_b) <= 2 and shared >= 2:
         if any(frozenset((x, y)) in _ANTONYMS for x in only_a for y in only_b):
-            return OPPOSITE
+            # An antonym reverses; a negation more on one side reverses it back ("always
+            # keep X" / "never remove X" say the same).
+            return OPPOSITE if (na - nb) % 2 == 0 else SAME
         changed = only_a + only_b
         if na == nb and any(t not in _STANCE_WORDS for t in changed):
             return APART  # the same sentence about another scope, number or unit
