@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from zmem import MemoryStore
+from zmem.layout import HTTP_CONFIG, KEEPER_PID
 from zmem.resident import http_hook, keeper
 
 LESSON = "Deploys go through the staging Postgres replica first, never straight to prod."
@@ -362,13 +363,18 @@ def test_other_hosts_refuse_an_http_prompt_hook(home, run_cli, monkeypatch, host
     assert not list(home.rglob("*.json"))
 
 
-def test_a_broken_config_file_is_not_ours(isolated_env):
+def test_a_broken_config_file_is_not_ours(isolated_env, monkeypatch):
     data = Path(os.environ["ZMEM_DATA"])
+    data.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("ZMEM_HOOK_DAEMON", "1")  # the suite turns it off: start would stop there
     bad_secret = '{"port": 8080, "secret": "' + "x" * 40 + '\\r\\nX-Evil: 1"}'
     for text in ("", "{", '{"port": 0, "secret": "' + "x" * 43 + '"}', '{"port": 80}', "[]",
                  bad_secret):  # fmt: skip
         assert http_hook.parse_config(text) is None
-    assert not http_hook.start(data)
+        (data / HTTP_CONFIG).write_text(text)
+        assert http_hook.load_config(data) is None
+        assert not http_hook.start(data)  # no keeper for a config that is not ours
+    assert not (data / KEEPER_PID).exists()
 
 
 def test_a_resident_process_that_keeps_dying_is_not_restarted_in_a_loop(isolated_env):
@@ -492,3 +498,22 @@ def test_doctor_warns_when_the_wired_port_is_taken(home, run_cli, monkeypatch):
     wiring = next(c for c in doctor["checks"] if c["check"] == "host-wiring")
     assert wiring["status"] == "warn"
     assert f"127.0.0.1:{config.port}, held by another program" in wiring["detail"]
+
+
+def test_a_resident_process_serves_only_the_port_the_config_still_names(isolated_env):
+    """setup moved the hook to another port (and secret) after the keeper bound this one: the
+    new secret must not open the old port, so that process takes no http config at all."""
+    import socket
+
+    from zmem.resident import daemon
+
+    data = Path(os.environ["ZMEM_DATA"])
+    data.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        port = bound.getsockname()[1]
+        config = http_hook.new_config(None)
+        http_hook.write_config(data, http_hook.HttpConfig(port, config.secret))
+        assert daemon._config_of(bound, data) == http_hook.HttpConfig(port, config.secret)
+        http_hook.write_config(data, http_hook.HttpConfig(port + 1, config.secret))
+        assert daemon._config_of(bound, data) is None

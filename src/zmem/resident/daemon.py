@@ -37,13 +37,23 @@ def _idle_seconds() -> float:
         return DEFAULT_IDLE_S
 
 
+def _config_of(http: socket.socket, data_dir: Path) -> http_hook.HttpConfig | None:
+    """The http config of the port this process was handed: setup may have moved the hook to
+    another port (with another secret) since the keeper bound this one, and that secret must
+    not open this socket. None: serve no http request, and leave (_http_wanted)."""
+    config = http_hook.load_config(data_dir)
+    if config is None or http.getsockname()[1] != config.port:
+        return None
+    return config
+
+
 class Resident:
     def __init__(self, data_dir: Path, http: socket.socket | None = None):
         self.data_dir = data_dir
         # The keeper's listening socket and the secret its requests must carry (None: no
         # http hook, a resident process a command hook started).
         self.http = http
-        self.http_config = http_hook.load_config(data_dir) if http is not None else None
+        self.http_config = _config_of(http, data_dir) if http is not None else None
         self.path = data_dir / SOCKET_NAME
         self.pkg = str(code.PACKAGE_DIR)
         self.build = code.build_id()

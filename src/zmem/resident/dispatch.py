@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from zmem.hosts import emit, events, nudges, opsring, reflect
+from zmem.layout import HTTP_CONFIG
 from zmem.resident import wire
 
 # typing costs the hook client ~2.5 ms to import; the names are for annotations only.
@@ -49,6 +50,8 @@ def skip_reason(host: str, ev: events.HookEvent, query_context: bool) -> str | N
 def _start_keeper(ddir: Path) -> None:
     """The keeper of Claude Code's http prompt hook, when `setup claude` wired one and nothing
     holds its port (a reboot, a kill): started before the session's first prompt."""
+    if not (ddir / HTTP_CONFIG).exists():
+        return  # a command-hook install: no keeper, and no import of http_hook's sockets
     try:
         from zmem.resident import http_hook  # not on any other event's path
 
