@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Train the learned injection detector (capture/injection.py) and report it on held-out data.
+"""Train the learned injection detector (capture/learned_injection.py), report it held out.
 
 Data: eval/injection_set.jsonl (injection and benign texts, each in a family of variants), the
 training-only eval/injection_extra.jsonl (and any --train-also set), and the coding corpus's
@@ -13,12 +13,17 @@ recall and false-positive rate of the learned model, the patterns, and both toge
 
     .venv/bin/python scripts/train_injection.py [--write] [--max-fp 0.01] [--show-tune-errors]
         [--embedding-check] [--train-also eval/injection_extra2.jsonl] [--untrusted-max-fp 0.05]
+        [--conversations ../shared/data/locomo/locomo-dev.json]
 
 --train-also adds a training-only set (eval/injection_extra2.jsonl: more than half non-English,
 with orders that name no addressee; measured in docs/decisions.md, not in the shipped model).
 --untrusted-max-fp also reports a second threshold for rows of untrusted taint (every carrier
 but a chat note; the corpus rows by their taint), chosen out-of-fold on the tune side's
 untrusted rows at that false-positive rate, beside the shipped one threshold for all.
+
+--conversations reads a LoCoMo JSON file at run time (never shipped: CC BY-NC) and reports how
+many of its turns, stored as ZMem stores them, the shipped detector flags: benign chat, a kind of
+text the training sets lack (short lines, no code).
 
 --embedding-check (needs the MiniLM model; ZMEM_DATA names its data dir) also reports a
 logistic model over the MiniLM vectors, alone and stacked with the word model, judged the same
@@ -37,7 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from zmem.capture.injection import classifier_features, injection_shapes
+from zmem.capture.injection import injection_shapes
+from zmem.capture.learned_injection import _BITS, _WEIGHTS, bucket_values
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "eval"
@@ -49,8 +55,9 @@ CODING_TUNE = {
     "project:platform-infra",
 }
 MIN_DOCS = 2  # a feature seen in one training text only is that text's fingerprint
-# Chosen by out-of-fold recall at 1% FP on the tune side: 0.001 / 0.002 / 0.005 / 0.01 / 0.02
-# -> 0.673 / 0.677 / 0.671 / 0.630 / 0.578.
+# Chosen by out-of-fold recall at 1% FP on the tune side, words only: 0.001 / 0.002 / 0.005 /
+# 0.01 / 0.02 -> 0.673 / 0.677 / 0.671 / 0.630 / 0.578. With the n-grams, averaged over four
+# fold assignments: 0.001 / 0.002 / 0.005 -> 0.726 / 0.726 / 0.731 (noise), so it stayed.
 L2 = 0.002
 STEPS = 600
 RATE = 0.5
@@ -118,31 +125,34 @@ def load(train_also: list[Path] | None = None) -> list[dict]:
 
 
 def fit(
-    feats: list[set[str]], y: np.ndarray, l2_weight: float = L2
-) -> tuple[dict[str, float], float]:
-    counts: dict[str, int] = {}
+    feats: list[dict[int, float]], y: np.ndarray, l2_weight: float = L2
+) -> tuple[np.ndarray, float]:
+    """Balanced logistic regression over hashed feature buckets (full-batch gradient descent on
+    a sparse matrix held as row/column/value triples). A bucket seen in fewer than MIN_DOCS
+    training texts keeps weight 0."""
+    docs = np.zeros(1 << _BITS, dtype=np.int64)
     for f in feats:
-        for name in f:
-            counts[name] = counts.get(name, 0) + 1
-    vocab = sorted(n for n, c in counts.items() if c >= MIN_DOCS or n.startswith("c:"))
-    index = {n: i for i, n in enumerate(vocab)}
-    x = np.zeros((len(feats), len(vocab)), dtype=np.float32)
+        docs[list(f)] += 1
+    rows, cols, vals = [], [], []
     for row, f in enumerate(feats):
-        for name in f:
-            if name in index:
-                x[row, index[name]] = 1.0
+        for bucket, value in f.items():
+            if docs[bucket] >= MIN_DOCS:
+                rows.append(row)
+                cols.append(bucket)
+                vals.append(value)
+    r, c, v = np.array(rows), np.array(cols), np.array(vals)
     # Balanced classes: injections are the minority, and a missed one costs what it costs.
     pos = max(1, int(y.sum()))
     weight = np.where(y == 1, len(y) / (2 * pos), len(y) / (2 * max(1, len(y) - pos)))
-    w = np.zeros(len(vocab), dtype=np.float64)
-    l2 = np.full(len(vocab), l2_weight)
+    w = np.zeros(1 << _BITS, dtype=np.float64)
     b = 0.0
     for _ in range(STEPS):
-        p = 1.0 / (1.0 + np.exp(-(x @ w + b)))
-        grad = (p - y) * weight
-        w -= RATE * (x.T @ grad / len(y) + l2 * w)
+        z = np.bincount(r, weights=v * w[c], minlength=len(feats)) + b
+        grad = (1.0 / (1.0 + np.exp(-z)) - y) * weight
+        w -= RATE * (np.bincount(c, weights=v * grad[r], minlength=len(w)) / len(y) + l2_weight * w)
         b -= RATE * float(grad.mean())
-    return {n: round(float(w[i]), 5) for i, n in enumerate(vocab) if abs(w[i]) >= 1e-4}, b
+    # Scored as shipped: the weights file holds float32.
+    return w.astype(np.float32).astype(np.float64), float(np.float32(b))
 
 
 def fit_dense(x: np.ndarray, y: np.ndarray, l2_weight: float) -> tuple[np.ndarray, float]:
@@ -218,9 +228,9 @@ def embedding_check(tune: list[dict], held: list[dict], rows: list[dict], args) 
               f"{fp}/{len(neg)} = {fp / len(neg):.4f} |")  # fmt: skip
 
 
-def score(model: tuple[dict[str, float], float], f: set[str]) -> float:
+def score(model: tuple[np.ndarray, float], f: dict[int, float]) -> float:
     weights, bias = model
-    return bias + sum(weights.get(n, 0.0) for n in f)
+    return bias + sum(float(weights[k]) * v for k, v in f.items())
 
 
 def main() -> int:
@@ -253,10 +263,15 @@ def main() -> int:
         type=float,
         help="also report a threshold for untrusted rows at this out-of-fold FP rate",
     )
+    ap.add_argument(
+        "--conversations",
+        type=Path,
+        help="a LoCoMo JSON file: report how many of its (benign) turns are flagged",
+    )
     args = ap.parse_args()
     rows = load(args.train_also)
     for r in rows:
-        r["f"] = classifier_features(r["text"])
+        r["f"] = bucket_values(r["text"])
     tune = [r for r in rows if r["side"] == "tune"]
     held = [r for r in rows if r["side"] == "heldout"]
     # Out-of-fold scores on the tune side, folds by group, for the threshold.
@@ -306,6 +321,14 @@ def main() -> int:
         else:
             pos = sum(r["y"] for r in pool)
             print(f"| {family} | {pos} injections, {len(pool) - pos} benign: not reported |")
+    if args.conversations is not None:
+        from zmem.evaluation import locomo
+
+        turns = [t.content for c in locomo.load(args.conversations).conversations for t in c.turns]
+        flagged = [t for t in turns if patterns({"text": t}) or score(model, bucket_values(t))
+                   >= threshold]  # fmt: skip
+        print(f"\nbenign conversation turns flagged ({args.conversations.name}): "
+              f"{len(flagged)}/{len(turns)} = {len(flagged) / max(1, len(turns)):.4f}")  # fmt: skip
     if args.untrusted_max_fp is not None:
         # Out-of-fold scores of the tune side's untrusted rows only, for their own threshold.
         untrusted_oof = [sy for sy, r in zip(oof, oof_rows, strict=True) if r["untrusted"]]
@@ -340,11 +363,12 @@ def main() -> int:
                 print(f"{label} {s:+.2f}: {r['text'][:160]!r}", file=sys.stderr)
     if args.write:
         OUT.write_text(
-            json.dumps({"bias": round(model[1], 5), "threshold": round(threshold, 5),
-                        "weights": dict(sorted(model[0].items()))}, indent=0) + "\n",
+            json.dumps({"bias": model[1], "threshold": round(threshold, 5), "bits": _BITS}) + "\n",
             encoding="utf-8",
-        )  # fmt: skip
-        print(f"\nwrote {OUT.relative_to(ROOT)} ({len(model[0])} weights)", file=sys.stderr)
+        )
+        model[0].astype("<f4").tofile(OUT.with_name(_WEIGHTS))
+        print(f"\nwrote {OUT.relative_to(ROOT)} and {_WEIGHTS} "
+              f"({int(np.count_nonzero(model[0]))} non-zero buckets)", file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -217,7 +217,7 @@ def test_anchor_prefilter_keeps_case_and_width_variants(text):
 
 def _every_template(text: str) -> list[str]:
     """The shapes found with no anchor prefilter: every template runs."""
-    norm = injection._normalise(text)
+    norm = injection.normalise_text(text)
     found = set()
     for shape, rx in injection.compiled():
         veto = shape in injection._VETO_WHEN_DESCRIPTIVE

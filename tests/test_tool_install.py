@@ -141,6 +141,7 @@ RUNTIME_FILES = [
     "zmem/webui/static/app.css",
     "zmem/webui/static/app.js",
     "zmem/capture/injection_weights.json",
+    "zmem/capture/injection_weights.f32",
 ]
 
 

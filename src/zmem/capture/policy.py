@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from zmem.capture.controls import has_controls, strip_controls
-from zmem.capture.injection import classified_as_injection, injection_shapes
+from zmem.capture.injection import injection_shapes
+from zmem.capture.learned_injection import classified_as_injection
 from zmem.capture.namespaces import validate_namespace
 from zmem.capture.secrets import find_secrets, looks_like_secret, redact
 from zmem.capture.source import file_path, hash_file, normalize_source_ref
