@@ -54,6 +54,30 @@ SAME, OPPOSITE, APART = stance.SAME, stance.OPPOSITE, stance.APART
          SAME),
         ("Always run pytest -x before pushing to the main branch.",
          "Before pushing to the main branch, always run pytest -x.", SAME),
+        # "Not ... without" is one requirement, not two negations; it is still the opposite of
+        # allowing the thing without the condition.
+        ("Never deploy without a rollback plan",
+         "Always have a rollback plan ready before you deploy", SAME),
+        ("Do not merge without a green CI run",
+         "Merging needs a green CI run; never merge on a hunch", SAME),
+        ("You can merge without a review", "Do not merge without a review", OPPOSITE),
+        # A negation more is an opposition only on what the other note says; turned down by a
+        # verb on the other side, it agrees; on something the other never mentions, the two
+        # are kept apart (neither flagged nor folded).
+        ("No print statements in library code", "Remove every print statement from library code",
+         SAME),
+        ("The worker loads its config once at boot and does not watch the file",
+         "Config is read a single time when the worker starts, so restart it after edits", APART),
+        ("Run the migrations before the deploy", "Don't run the migrations before the deploy",
+         OPPOSITE),
+        ("Expose the admin API on the internal network",
+         "The admin API must not be exposed on the internal network", OPPOSITE),
+        # A negated permission or need negates the whole statement; an object we cannot read
+        # (it comes before "off") is read as the whole statement too.
+        ("It's fine to log request bodies in staging",
+         "Logging request bodies is not allowed in staging", OPPOSITE),
+        ("Sign every release tag with GPG", "Release tags do not need to be GPG-signed", OPPOSITE),
+        ("Caching is enabled in staging", "Staging has caching turned off", OPPOSITE),
         # Another scope, number or unit: neither the same note nor its opposite.
         ("Keep log retention at 14 days", "Keep log retention at 14 weeks", APART),
         ("In the iOS app, feature flags come from Firebase Remote Config",
@@ -106,3 +130,21 @@ def test_another_scope_is_kept_apart_and_not_contested(store_path):
         _add(s, "Never run load tests against the production cluster in business hours")
         other = _add(s, "Run load tests against the staging cluster in business hours")
         assert other.result == "stored" and other.contradicts == ()
+
+
+def test_a_paraphrase_with_a_negation_more_is_not_contested(store_path):
+    """Before: any note with one negation more than a similar one was stored as contradicting
+    it, and both lost trust. Here the extra negation governs what the first note turns down
+    with a verb, so the two agree. A note that really allows what a rule forbids is still a
+    contradiction."""
+    with MemoryStore.open(store_path) as s:
+        first = _add(s, "Remove debug print calls from the payments library code before "
+                        "each tagged release")  # fmt: skip
+        second = _add(s, "No print calls in the payments library code before each tagged "
+                         "release")  # fmt: skip
+        assert second.contradicts == ()
+        assert second.id == first.id or first.id in second.related
+        rule = _add(s, "Do not merge a release branch without a review from the platform team")
+        loose = _add(s, "You can merge a release branch without a review from the platform team")
+        assert loose.result == "stored" and rule.id in loose.contradicts
+        assert first.id not in loose.contradicts

@@ -77,6 +77,14 @@ class Reading:
     # Negations that only state a preference ("use X not Y", "never Y, use X"): the rest are
     # what two notes with the same preference may still disagree on.
     in_preferences: int = 0
+    # What the counted negations govern (the content words after each), and whether one of
+    # them governs nothing readable ("caching is turned off": its object comes before it).
+    negated: frozenset[str] = frozenset()
+    unread: bool = False
+    # What is turned down without a counted negation: by a rejecting verb ("remove all
+    # console.log"), or by the negation of a "not ... without" pair ("do not merge without a
+    # review" turns merging down, on a condition).
+    removed: frozenset[str] = frozenset()
 
 
 @functools.lru_cache(maxsize=256)
@@ -92,7 +100,9 @@ def read(text: str) -> Reading:
     raw = _TOKEN.findall(fold(hidden))
     tokens = tuple(spans[int(t.strip("\x00"))] if t.startswith("\x00") else t for t in raw)
     words = [t.split("'")[0] for t in tokens]  # don't -> don
-    negations = sum(1 for w in words if w in _NEGATING)
+    counted, paired = _counted_negations(words)
+    negations = len(counted)
+    governed = [_phrase(tokens, i + 1, 1) for i in counted]
     rejected = set(_rejected(words, tokens))
     flagged = set()
     for span in spans:  # a flag that turns something off rejects it: --no-tags, no-deps
@@ -103,18 +113,35 @@ def read(text: str) -> Reading:
     sides = set().union(*(y for _, y in preferences)) if preferences else set()
     in_preferences = sum(
         1
-        for i, w in enumerate(words)
-        if w in _NEGATING
-        and preferences
+        for i in counted
+        if preferences
         and (
-            (w == "not" and any(c in _WEAK_AFTER["not"] for c in words[max(0, i - 4) : i]))
+            (words[i] == "not" and any(c in _WEAK_AFTER["not"] for c in words[max(0, i - 4) : i]))
             or {_stem(t) for t in _phrase(tokens, i + 1, 1)} & sides
         )
     )
     return Reading(
         tokens, negations, preferences, frozenset(rejected | flagged), tuple(spans),
-        in_preferences,
+        in_preferences, frozenset().union(*governed), not all(governed),
+        frozenset().union(*(_phrase(tokens, i + 1, 1) for i, w in enumerate(words)
+                            if (w in _REJECTING and w not in _NEGATING) or i in paired)),
     )  # fmt: skip
+
+
+def _counted_negations(words: list[str]) -> tuple[list[int], set[int]]:
+    """Positions of the negating words that count, and of the negations paired away. A
+    negation with "without" shortly after it is one requirement, not two negations ("do not
+    merge without a review": a review is required), so the pair counts as none."""
+    out = [i for i, w in enumerate(words) if w in _NEGATING]
+    paired: set[int] = set()
+    for i in list(out):
+        if words[i] in NEGATIONS and words[i] != "without" and i in out:
+            pair = next((j for j in out if i < j <= i + 8 and words[j] == "without"), None)
+            if pair is not None:
+                out.remove(i)
+                out.remove(pair)
+                paired.add(i)
+    return out, paired
 
 
 def _phrase(tokens: tuple[str, ...], start: int, step: int) -> Phrase:
@@ -159,7 +186,7 @@ def _rejected(words: list[str], tokens: tuple[str, ...]) -> frozenset[str]:
     out: set[str] = set()
     for i, w in enumerate(words):
         if w in NEGATIONS or w in _REJECTING:
-            out |= {_stem(t) for t in _phrase(tokens, i + 1, 1)}
+            out |= _phrase(tokens, i + 1, 1)  # stemmed already
     return frozenset(out)
 
 
@@ -191,6 +218,12 @@ _SCOPE_WORDS = frozenset(
 )
 # Words that carry how a note stands, not what it is about: a change of these alone is no
 # change of scope ("enable X" / "keep X turned off" disagree; "every PR" / "PRs" agree).
+# Predicates of permission and need: a negation on one of them negates the whole statement.
+_MODAL_WORDS = frozenset(
+    _stem(w)
+    for w in "allow allowed need needed require required fine ok okay permit permitted "
+    "necessary mandatory recommended acceptable supported safe possible".split()
+)
 _STANCE_WORDS = frozenset(
     _stem(w)
     for w in "keep turn turned enable enabled run use set leave make stay go put have get "
@@ -280,5 +313,32 @@ def relation(a: str, b: str) -> str:
             # swapped word may be a synonym ("bodies" / "payloads"), and the negation stands.
             return APART
     if na != nb:
-        return OPPOSITE  # one more negation, on what the other asserts
+        return _negation_more(ra, rb, na, nb, ca, cb)
     return SAME
+
+
+def _negation_more(ra: Reading, rb: Reading, na: int, nb: int, ca: list[str], cb: list[str]) -> str:
+    """One note has more negations than the other: OPPOSITE when the extra negation turns down
+    what the other says; SAME when the other turns that down too, with a verb ("no console.log
+    in committed code" / "remove all console.log"); APART when it governs something the other
+    never mentions (a paraphrase that adds "does not re-read them later")."""
+    more, less, said = (ra, rb, cb) if na > nb else (rb, ra, ca)
+    if (
+        (na - ra.negations) != (nb - rb.negations)
+        or more.unread
+        or not more.negated
+        or more.negated & _MODAL_WORDS
+    ):
+        # A quoted message's negation, one whose object we cannot read, or one on the
+        # predicate itself ("is not allowed", "do not need to be signed"): what it turns down
+        # is the whole of what the other says.
+        return OPPOSITE
+    touched = (more.negated - less.negated) & set(said)
+    if not touched:
+        # Not an opposition, and not shown to be the same note either (an opposite worded
+        # apart, "sessions never expire" / "sessions time out after an hour", reads this way
+        # too): kept beside it, never folded into it.
+        return APART
+    if touched <= less.removed:
+        return SAME
+    return OPPOSITE
