@@ -113,6 +113,16 @@ def test_rows_differing_in_a_number_or_in_polarity_survive(store, store_path, ru
     assert "contested" in cluster["reason"] and report["parked"] == 1
 
 
+def test_a_row_adding_a_prohibition_is_not_merged_into_one_without_it(store, store_path, run_cli):
+    # The write path keeps the two apart (the negation governs what the first never mentions,
+    # so it is no contradiction either); consolidate must not merge them on their similarity.
+    base = "The staging load balancer drops idle websocket connections after sixty seconds"
+    plain = add_row(store, base).id
+    ruled = add_row(store, f"{base}; never reuse them").id
+    assert _json(run_cli, "consolidate", "--force")["merged"] == 0
+    assert {plain, ruled} <= {i for i, _ in _live(store_path)}
+
+
 def test_rows_parked_by_a_keeper_that_disagrees_still_merge_with_each_other(store, store_path,
                                                                           run_cli):  # fmt: skip
     # The "never" row is the most used, so it is the keeper; the two "always" rows disagree

@@ -78,6 +78,9 @@ SAME, OPPOSITE, APART = stance.SAME, stance.OPPOSITE, stance.APART
          "Logging request bodies is not allowed in staging", OPPOSITE),
         ("Sign every release tag with GPG", "Release tags do not need to be GPG-signed", OPPOSITE),
         ("Caching is enabled in staging", "Staging has caching turned off", OPPOSITE),
+        # A negation more on what the other negates flips that negation.
+        ("Do disable or delete security checks to get a pipeline green",
+         "Don't disable or delete security checks to get a pipeline green", OPPOSITE),
         # Another scope, number or unit: neither the same note nor its opposite.
         ("Keep log retention at 14 days", "Keep log retention at 14 weeks", APART),
         ("In the iOS app, feature flags come from Firebase Remote Config",
@@ -148,3 +151,24 @@ def test_a_paraphrase_with_a_negation_more_is_not_contested(store_path):
         loose = _add(s, "You can merge a release branch without a review from the platform team")
         assert loose.result == "stored" and rule.id in loose.contradicts
         assert first.id not in loose.contradicts
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "opposed"),
+    [
+        # Kept apart with a negation more: maintenance must not merge them either.
+        ("The worker loads its config once at boot and does not watch the file",
+         "Config is read a single time when the worker starts, so restart it after edits", True),
+        ("Never run load tests against the production cluster in business hours",
+         "Run load tests against the staging cluster in business hours", True),
+        ("Always squash commits before merging", "Never squash commits before merging", True),
+        # Another scope with the same negations, or the same note: they may merge.
+        ("In the iOS app, feature flags come from Firebase Remote Config",
+         "In the Android app, feature flags come from Firebase Remote Config", False),
+        ("Use rg not grep -r for searching the monorepo",
+         "Always use rg instead of grep -r in the monorepo", False),
+    ],
+)  # fmt: skip
+def test_opposed_for_merging(a, b, opposed):
+    assert stance.opposed_for_merging(a, b) is opposed
+    assert stance.opposed_for_merging(b, a) is opposed

@@ -317,6 +317,16 @@ def relation(a: str, b: str) -> str:
     return SAME
 
 
+def opposed_for_merging(a: str, b: str) -> bool:
+    """Whether maintenance must not merge two notes on their text: opposite stances, or notes
+    kept apart whose negations differ (a prohibition one of them adds, or the same rule in
+    another scope: "never in production" / "in staging")."""
+    verdict = relation(a, b)
+    if verdict == OPPOSITE:
+        return True
+    return verdict == APART and read(a).negations != read(b).negations
+
+
 def _negation_more(ra: Reading, rb: Reading, na: int, nb: int, ca: list[str], cb: list[str]) -> str:
     """One note has more negations than the other: OPPOSITE when the extra negation turns down
     what the other says; SAME when the other turns that down too, with a verb ("no console.log
@@ -333,7 +343,11 @@ def _negation_more(ra: Reading, rb: Reading, na: int, nb: int, ca: list[str], cb
         # predicate itself ("is not allowed", "do not need to be signed"): what it turns down
         # is the whole of what the other says.
         return OPPOSITE
-    touched = (more.negated - less.negated) & set(said)
+    if more.negated & less.negated:
+        # Both negate the same words and one has a negation more: it may negate the other's
+        # negation ("don't disable X" / "disable X"), which is the opposite.
+        return OPPOSITE
+    touched = more.negated & set(said)
     if not touched:
         # Not an opposition, and not shown to be the same note either (an opposite worded
         # apart, "sessions never expire" / "sessions time out after an hour", reads this way

@@ -214,7 +214,8 @@ def _guard(
     merge_contested: bool,
 ) -> None:
     """The contested guard. A pair of members is flagged when their stances are opposite
-    (capture.stance, as the write path decides its `contradicts` links), and held when they
+    (capture.stance, as the write path decides its `contradicts` links) or when they are kept
+    apart with different negations (stance.opposed_for_merging), and held when they
     carry a contradicts link without that (a disagreement recorded by someone, which no word
     list explains).
     The judge clears the cluster only with entailment on EVERY flagged pair and no held one;
@@ -225,7 +226,7 @@ def _guard(
     pairs = [(a, b) for a in range(len(ids)) for b in range(a + 1, len(ids))]
     opposite = {
         (a, b) for a, b in pairs
-        if stance.relation(members[a].content, members[b].content) == stance.OPPOSITE
+        if stance.opposed_for_merging(members[a].content, members[b].content)
     }  # fmt: skip
     flagged = [p for p in pairs if p in opposite]
     held = [
