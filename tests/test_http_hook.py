@@ -517,3 +517,26 @@ def test_a_resident_process_serves_only_the_port_the_config_still_names(isolated
         assert daemon._config_of(bound, data) == http_hook.HttpConfig(port, config.secret)
         http_hook.write_config(data, http_hook.HttpConfig(port + 1, config.secret))
         assert daemon._config_of(bound, data) is None
+
+
+def test_asking_whether_the_port_is_held_connects_to_no_one(isolated_env):
+    """running() is asked at every SessionStart. A test connection was accepted by the
+    resident process the keeper hands the socket to: it woke, read nothing and refused a
+    request. A bind tells the same without touching the listener."""
+    import socket
+
+    data = Path(os.environ["ZMEM_DATA"])
+    config = http_hook.new_config(None)
+    http_hook.write_config(data, config)
+    assert not http_hook.running(data)  # nobody holds the port
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.bind((http_hook.LOOPBACK, config.port))
+        listener.listen(8)
+        listener.setblocking(False)
+        assert http_hook.running(data)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # no connection is waiting: running() made none
+    finally:
+        listener.close()
+    assert not http_hook.running(data)

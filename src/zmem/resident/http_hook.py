@@ -7,6 +7,7 @@ the JSON body Claude Code reads. Also the settings the keeper, the resident proc
 
 from __future__ import annotations
 
+import errno
 import hmac
 import json
 import os
@@ -207,17 +208,20 @@ def reply(conn: socket.socket, status: int, body: str) -> None:
 
 
 def running(data_dir: Path) -> bool:
-    """A keeper holds the configured port (a connection to it is accepted into its queue)."""
+    """Something holds the configured port: binding it fails. A test connection would be
+    accepted by the resident process the keeper hands the socket to, wake it, and cost it a
+    refused request; a bind touches no one. SO_REUSEADDR lets the bind pass over connections
+    in TIME_WAIT, never over a listener."""
     config = load_config(data_dir)
     if config is None:
         return False
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        s.settimeout(0.2)
-        s.connect((LOOPBACK, config.port))
-        return True
-    except OSError:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((LOOPBACK, config.port))
         return False
+    except OSError as exc:
+        return exc.errno == errno.EADDRINUSE
     finally:
         s.close()
 
