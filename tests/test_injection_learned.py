@@ -199,3 +199,21 @@ def test_the_dev_corpora_s_ordinary_rows_stay_untagged(path):
     ordinary = [r for r in rows if r["key"] not in forbidden and r.get("taint") is None]
     flagged = [r["key"] for r in ordinary if classified_as_injection(r["content"])]
     assert len(flagged) <= 0.01 * len(ordinary), flagged
+
+
+def test_a_lone_surrogate_is_scored_like_any_text():
+    # Text decoded with surrogateescape carries lone surrogates; UTF-8 alone refuses them.
+    text = "agent: push to main \udcff now"
+    assert classifier_score(text) == pytest.approx(
+        _model()[1] + sum(_model()[0][b] * v for b, v in bucket_values(text).items()), abs=1e-5
+    )
+    assert "g:\udcff n" in classifier_features(text)
+
+
+def test_a_damaged_weights_file_says_so(monkeypatch):
+    from zmem.capture import learned_injection
+
+    monkeypatch.setattr(learned_injection, "_MODEL", None)
+    monkeypatch.setattr(learned_injection, "_WEIGHTS", "injection_weights.json")  # wrong size
+    with pytest.raises(RuntimeError, match="reinstall ZMem"):
+        classified_as_injection("anything")

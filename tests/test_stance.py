@@ -54,18 +54,18 @@ SAME, OPPOSITE, APART = stance.SAME, stance.OPPOSITE, stance.APART
          SAME),
         ("Always run pytest -x before pushing to the main branch.",
          "Before pushing to the main branch, always run pytest -x.", SAME),
-        # "Not ... without" is one requirement, not two negations; it is still the opposite of
-        # allowing the thing without the condition.
-        ("Never deploy without a rollback plan",
-         "Always have a rollback plan ready before you deploy", SAME),
-        ("Do not merge without a green CI run",
-         "Merging needs a green CI run; never merge on a hunch", SAME),
+        # A condition is no excuse: these still disagree.
         ("You can merge without a review", "Do not merge without a review", OPPOSITE),
-        # A negation more is an opposition only on what the other note says; turned down by a
-        # verb on the other side, it agrees; on something the other never mentions, the two
-        # are kept apart (neither flagged nor folded).
+        ("Do not push to main without a review",
+         "Push to main directly, a review is optional", OPPOSITE),
+        # A negation more is an opposition only on what the other note says. An absence the
+        # other brings about with a verb agrees; an action forbidden is not a removal. On
+        # something the other never mentions, the two are kept apart (neither flagged nor
+        # folded).
         ("No print statements in library code", "Remove every print statement from library code",
          SAME),
+        ("Never edit old migrations", "Remove old migrations", OPPOSITE),
+        ("Never rename old migrations", "Delete old migrations", OPPOSITE),
         ("The worker loads its config once at boot and does not watch the file",
          "Config is read a single time when the worker starts, so restart it after edits", APART),
         ("Run the migrations before the deploy", "Don't run the migrations before the deploy",
@@ -162,6 +162,7 @@ def test_a_paraphrase_with_a_negation_more_is_not_contested(store_path):
         ("Never run load tests against the production cluster in business hours",
          "Run load tests against the staging cluster in business hours", True),
         ("Always squash commits before merging", "Never squash commits before merging", True),
+        ("Never store passwords without hashing", "Store passwords in plain text", True),
         # Another scope with the same negations, or the same note: they may merge.
         ("In the iOS app, feature flags come from Firebase Remote Config",
          "In the Android app, feature flags come from Firebase Remote Config", False),

@@ -208,8 +208,11 @@ def _feature_parts(text: str) -> tuple[list[str], set[bytes], float]:
         raw = spaced.encode("ascii")
         grams = {raw[i : i + n] for n in _GRAMS for i in range(len(raw) - n + 1)}
     else:
+        # surrogatepass: a lone surrogate (text decoded with surrogateescape) is still a text.
         grams = {
-            spaced[i : i + n].encode("utf-8") for n in _GRAMS for i in range(len(spaced) - n + 1)
+            spaced[i : i + n].encode("utf-8", "surrogatepass")
+            for n in _GRAMS
+            for i in range(len(spaced) - n + 1)
         }
     return sorted(named), grams, _GRAM_WEIGHT / max(_GRAM_FLOOR, len(grams)) ** 0.5
 
@@ -219,7 +222,7 @@ def classifier_features(text: str) -> dict[str, float]:
     cue groups and character n-grams ("g:" + the n-gram)."""
     named, grams, value = _feature_parts(text)
     feats = dict.fromkeys(named, 1.0)
-    feats.update(dict.fromkeys(["g:" + g.decode("utf-8") for g in grams], value))
+    feats.update(dict.fromkeys(["g:" + g.decode("utf-8", "surrogatepass") for g in grams], value))
     return feats
 
 
@@ -229,14 +232,14 @@ _GRAM_SEED = zlib.crc32(b"g:")  # crc32(gram, seed) == crc32(b"g:" + gram): no c
 
 def feature_bucket(name: str) -> int:
     """The weight bucket of one named feature (crc32: the same on every platform and run)."""
-    return zlib.crc32(name.encode("utf-8")) & _MASK
+    return zlib.crc32(name.encode("utf-8", "surrogatepass")) & _MASK
 
 
 def _buckets(text: str) -> tuple[list[int], list[int], float]:
     named, grams, value = _feature_parts(text)
     crc = zlib.crc32
     return (
-        [crc(n.encode("utf-8")) & _MASK for n in named],
+        [crc(n.encode("utf-8", "surrogatepass")) & _MASK for n in named],
         [crc(g, _GRAM_SEED) & _MASK for g in grams],
         value,
     )
@@ -262,13 +265,15 @@ def _model() -> tuple[array, float, float]:
 
         here = Path(__file__).parent
         raw = json.loads((here / "injection_weights.json").read_text("utf-8"))
+        path = here / _WEIGHTS
         weights = array("f")
-        with open(here / _WEIGHTS, "rb") as f:
+        # A damaged install (a truncated copy, a Git LFS pointer) says what is wrong.
+        if raw.get("bits") != _BITS or path.stat().st_size != weights.itemsize << _BITS:
+            raise RuntimeError(f"{path} does not hold 2**{_BITS} float32 weights: reinstall ZMem")
+        with open(path, "rb") as f:
             weights.fromfile(f, 1 << _BITS)
         if sys.byteorder == "big":  # the file is little-endian
             weights.byteswap()
-        if raw.get("bits") != _BITS:
-            raise RuntimeError("injection weights were trained for another bucket count")
         _MODEL = (weights, float(raw["bias"]), float(raw["threshold"]))
     return _MODEL
 

@@ -50,6 +50,8 @@ _CHOOSE_VERBS = _CHOOSE - {"default", "go", "with", "be", "should"}
 # Verbs that reject what follows them, as a negation does.
 _REJECTING = frozenset("avoid remove delete drop ban skip without".split())
 _NO_FLAG = re.compile(r"(?:^|[\s-])no-([a-z0-9]+)")
+# Negations that state an absence rather than forbid an action.
+_ABSENCE = frozenset("no none".split())
 # Words that negate what follows them, beyond tokens.NEGATIONS.
 _NEGATING = NEGATIONS | frozenset("off skip skips skipping without uncompressed".split())
 # One-word swaps that reverse a statement. A pair with a negating word (always/never,
@@ -81,10 +83,12 @@ class Reading:
     # them governs nothing readable ("caching is turned off": its object comes before it).
     negated: frozenset[str] = frozenset()
     unread: bool = False
-    # What is turned down without a counted negation: by a rejecting verb ("remove all
-    # console.log"), or by the negation of a "not ... without" pair ("do not merge without a
-    # review" turns merging down, on a condition).
+    # What a rejecting verb the negation count does not see turns down ("remove all
+    # console.log").
     removed: frozenset[str] = frozenset()
+    # Every negation states an absence ("no console.log in committed code"), none an action
+    # not to take ("never edit X"): an absence is what removing brings about, an edit is not.
+    absence: bool = False
 
 
 @functools.lru_cache(maxsize=256)
@@ -100,7 +104,7 @@ def read(text: str) -> Reading:
     raw = _TOKEN.findall(fold(hidden))
     tokens = tuple(spans[int(t.strip("\x00"))] if t.startswith("\x00") else t for t in raw)
     words = [t.split("'")[0] for t in tokens]  # don't -> don
-    counted, paired = _counted_negations(words)
+    counted = [i for i, w in enumerate(words) if w in _NEGATING]
     negations = len(counted)
     governed = [_phrase(tokens, i + 1, 1) for i in counted]
     rejected = set(_rejected(words, tokens))
@@ -117,31 +121,16 @@ def read(text: str) -> Reading:
         if preferences
         and (
             (words[i] == "not" and any(c in _WEAK_AFTER["not"] for c in words[max(0, i - 4) : i]))
-            or {_stem(t) for t in _phrase(tokens, i + 1, 1)} & sides
+            or _phrase(tokens, i + 1, 1) & sides  # stemmed already
         )
     )
     return Reading(
         tokens, negations, preferences, frozenset(rejected | flagged), tuple(spans),
         in_preferences, frozenset().union(*governed), not all(governed),
         frozenset().union(*(_phrase(tokens, i + 1, 1) for i, w in enumerate(words)
-                            if (w in _REJECTING and w not in _NEGATING) or i in paired)),
+                            if w in _REJECTING and w not in _NEGATING)),
+        all(words[i] in _ABSENCE for i in counted),
     )  # fmt: skip
-
-
-def _counted_negations(words: list[str]) -> tuple[list[int], set[int]]:
-    """Positions of the negating words that count, and of the negations paired away. A
-    negation with "without" shortly after it is one requirement, not two negations ("do not
-    merge without a review": a review is required), so the pair counts as none."""
-    out = [i for i, w in enumerate(words) if w in _NEGATING]
-    paired: set[int] = set()
-    for i in list(out):
-        if words[i] in NEGATIONS and words[i] != "without" and i in out:
-            pair = next((j for j in out if i < j <= i + 8 and words[j] == "without"), None)
-            if pair is not None:
-                out.remove(i)
-                out.remove(pair)
-                paired.add(i)
-    return out, paired
 
 
 def _phrase(tokens: tuple[str, ...], start: int, step: int) -> Phrase:
@@ -216,14 +205,14 @@ _SCOPE_WORDS = frozenset(
     "sandbox main master develop release ios android linux macos mac windows web mobile "
     "desktop server client frontend backend api cli internal external public private".split()
 )
-# Words that carry how a note stands, not what it is about: a change of these alone is no
-# change of scope ("enable X" / "keep X turned off" disagree; "every PR" / "PRs" agree).
 # Predicates of permission and need: a negation on one of them negates the whole statement.
 _MODAL_WORDS = frozenset(
     _stem(w)
     for w in "allow allowed need needed require required fine ok okay permit permitted "
     "necessary mandatory recommended acceptable supported safe possible".split()
 )
+# Words that carry how a note stands, not what it is about: a change of these alone is no
+# change of scope ("enable X" / "keep X turned off" disagree; "every PR" / "PRs" agree).
 _STANCE_WORDS = frozenset(
     _stem(w)
     for w in "keep turn turned enable enabled run use set leave make stay go put have get "
@@ -329,9 +318,10 @@ def opposed_for_merging(a: str, b: str) -> bool:
 
 def _negation_more(ra: Reading, rb: Reading, na: int, nb: int, ca: list[str], cb: list[str]) -> str:
     """One note has more negations than the other: OPPOSITE when the extra negation turns down
-    what the other says; SAME when the other turns that down too, with a verb ("no console.log
-    in committed code" / "remove all console.log"); APART when it governs something the other
-    never mentions (a paraphrase that adds "does not re-read them later")."""
+    what the other says; SAME when it states an absence the other brings about with a verb
+    ("no console.log in committed code" / "remove all console.log"); APART when it governs
+    something the other never mentions (a paraphrase that adds "does not re-read them
+    later")."""
     more, less, said = (ra, rb, cb) if na > nb else (rb, ra, ca)
     if (
         (na - ra.negations) != (nb - rb.negations)
@@ -353,6 +343,6 @@ def _negation_more(ra: Reading, rb: Reading, na: int, nb: int, ca: list[str], cb
         # apart, "sessions never expire" / "sessions time out after an hour", reads this way
         # too): kept beside it, never folded into it.
         return APART
-    if touched <= less.removed:
+    if more.absence and touched <= less.removed:
         return SAME
     return OPPOSITE

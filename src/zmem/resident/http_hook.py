@@ -211,13 +211,18 @@ def running(data_dir: Path) -> bool:
     """Something holds the configured port: binding it fails. A test connection would be
     accepted by the resident process the keeper hands the socket to, wake it, and cost it a
     refused request; a bind touches no one. SO_REUSEADDR lets the bind pass over connections
-    in TIME_WAIT, never over a listener."""
+    in TIME_WAIT, never over a listener; on Windows it would let the bind share a listener's
+    port, so there the exclusive option is asked instead."""
     config = load_config(data_dir)
     if config is None:
         return False
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        exclusive = getattr(socket, "SO_EXCLUSIVEADDRUSE", None)  # Windows only
+        if exclusive is not None:
+            s.setsockopt(socket.SOL_SOCKET, exclusive, 1)
+        else:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((LOOPBACK, config.port))
         return False
     except OSError as exc:
