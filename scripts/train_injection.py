@@ -8,7 +8,8 @@ The split is by family (and by project for the corpus), so no variant of a held-
 trained on: a family or project whose stable hash is even is tune, odd is held out. On the tune
 side, five family-grouped folds give out-of-fold scores; the threshold is the lowest whose
 out-of-fold false-positive rate is at most --max-fp. The model is then trained on the whole tune
-side and written to src/zmem/capture/injection_weights.json (--write). Prints the held-out
+side and written to src/zmem/capture/injection_weights.json (bias, threshold) and
+injection_weights.f32 (the bucket weights) with --write. Prints the held-out
 recall and false-positive rate of the learned model, the patterns, and both together.
 
     .venv/bin/python scripts/train_injection.py [--write] [--max-fp 0.01] [--show-tune-errors]
@@ -325,8 +326,7 @@ def main() -> int:
         from zmem.evaluation import locomo
 
         turns = [t.content for c in locomo.load(args.conversations).conversations for t in c.turns]
-        flagged = [t for t in turns if patterns({"text": t}) or score(model, bucket_values(t))
-                   >= threshold]  # fmt: skip
+        flagged = [t for t in turns if shipped({"text": t, "f": bucket_values(t)})]
         print(f"\nbenign conversation turns flagged ({args.conversations.name}): "
               f"{len(flagged)}/{len(turns)} = {len(flagged) / max(1, len(turns)):.4f}")  # fmt: skip
     if args.untrusted_max_fp is not None:

@@ -238,11 +238,7 @@ def feature_bucket(name: str) -> int:
 def _buckets(text: str) -> tuple[list[int], list[int], float]:
     named, grams, value = _feature_parts(text)
     crc = zlib.crc32
-    return (
-        [crc(n.encode("utf-8", "surrogatepass")) & _MASK for n in named],
-        [crc(g, _GRAM_SEED) & _MASK for g in grams],
-        value,
-    )
+    return [feature_bucket(n) for n in named], [crc(g, _GRAM_SEED) & _MASK for g in grams], value
 
 
 def bucket_values(text: str) -> dict[int, float]:

@@ -104,15 +104,22 @@ def read(text: str) -> Reading:
     raw = _TOKEN.findall(fold(hidden))
     tokens = tuple(spans[int(t.strip("\x00"))] if t.startswith("\x00") else t for t in raw)
     words = [t.split("'")[0] for t in tokens]  # don't -> don
+    # What each negating or rejecting word governs: the content words after it, read once.
+    after = {
+        i: _phrase(tokens, i + 1, 1)
+        for i, w in enumerate(words)
+        if w in _NEGATING or w in _REJECTING
+    }
     counted = [i for i, w in enumerate(words) if w in _NEGATING]
-    negations = len(counted)
-    governed = [_phrase(tokens, i + 1, 1) for i in counted]
-    rejected = set(_rejected(words, tokens))
-    flagged = set()
+    governed = [after[i] for i in counted]
+    # "do not use moment.js" -> moment.js, "remove all console.log" -> console.log.
+    rejected = set().union(
+        *(a for i, a in after.items() if words[i] in NEGATIONS or words[i] in _REJECTING)
+    )
     for span in spans:  # a flag that turns something off rejects it: --no-tags, no-deps
         found = _NO_FLAG.search(span)
         if found:
-            flagged.add(_stem(found.group(1)))
+            rejected.add(_stem(found.group(1)))
     preferences = _preferences(words, tokens)
     sides = set().union(*(y for _, y in preferences)) if preferences else set()
     in_preferences = sum(
@@ -121,14 +128,13 @@ def read(text: str) -> Reading:
         if preferences
         and (
             (words[i] == "not" and any(c in _WEAK_AFTER["not"] for c in words[max(0, i - 4) : i]))
-            or _phrase(tokens, i + 1, 1) & sides  # stemmed already
+            or after[i] & sides
         )
     )
     return Reading(
-        tokens, negations, preferences, frozenset(rejected | flagged), tuple(spans),
-        in_preferences, frozenset().union(*governed), not all(governed),
-        frozenset().union(*(_phrase(tokens, i + 1, 1) for i, w in enumerate(words)
-                            if w in _REJECTING and w not in _NEGATING)),
+        tokens, len(counted), preferences, frozenset(rejected), tuple(spans), in_preferences,
+        frozenset().union(*governed), not all(governed),
+        frozenset().union(*(a for i, a in after.items() if words[i] not in _NEGATING)),
         all(words[i] in _ABSENCE for i in counted),
     )  # fmt: skip
 
@@ -167,16 +173,6 @@ def _preferences(words: list[str], tokens: tuple[str, ...]) -> tuple[tuple[Phras
             if x and y and x != y:
                 found.append((x, y))
     return tuple(found)
-
-
-def _rejected(words: list[str], tokens: tuple[str, ...]) -> frozenset[str]:
-    """The first content words after each negation ("do not use moment.js" -> moment.js,
-    "remove all console.log" -> console.log), and the words of an opaque span there."""
-    out: set[str] = set()
-    for i, w in enumerate(words):
-        if w in NEGATIONS or w in _REJECTING:
-            out |= _phrase(tokens, i + 1, 1)  # stemmed already
-    return frozenset(out)
 
 
 def _words_of(token: str) -> list[str]:
