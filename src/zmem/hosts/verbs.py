@@ -104,8 +104,10 @@ class Hooks:
         # ZMEM_NS_MIGRATION_MAP's aliases are recorded when the store opens (MemoryStore).
         return namespace.derive(event.cwd or os.environ.get("CLAUDE_PROJECT_DIR"))
 
-    def _prefetch(self, query: str, ns: str, limit: int) -> RecallRequest:
-        return RecallRequest.prefetch(query, namespace=ns, limit=limit, hybrid=self.hybrid)
+    def _prefetch(self, query: str, ns: str, limit: int, **options: Any) -> RecallRequest:
+        return RecallRequest.prefetch(
+            query, namespace=ns, limit=limit, hybrid=self.hybrid, **options
+        )
 
     def _unseen(self, report: Any, event: HookEvent) -> int:
         return self.drop_seen(report, event.session_id)
@@ -261,7 +263,8 @@ class Hooks:
         """The pre-tool surface: hazard types only, at most PRETOOL_LIMIT rows, none this
         session's context already holds, gated as a prompt is. A row shown is recorded as
         seen. Hermes's pre_llm_call delivery decides the same way."""
-        report = self.store.read(self._prefetch(query, ns, PRETOOL_LIMIT))
+        # keep_vector: the next edit of the same file asks the same query (RecallRequest).
+        report = self.store.read(self._prefetch(query, ns, PRETOOL_LIMIT, keep_vector=True))
         report.hits = [h for h in report.hits if h.memory.type in PRETOOL_TYPES]
         held = self.drop_seen(report, session_id)
         d = self.decide(report, session=False)

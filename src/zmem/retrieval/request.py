@@ -48,6 +48,10 @@ class RecallRequest:
     telemetry: bool = True
     # The explicit CLI recall may re-order with the optional cross-encoder (ZMEM_CROSS_ENCODER).
     rerank: bool = False
+    # A query a session asks again and again (a pending tool call's file names or command): a
+    # long-lived handle keeps its embedding for the next ask. Prompts carry the session's
+    # newest ops tokens and seldom repeat, so they do not fill the memo.
+    keep_vector: bool = False
 
     def __post_init__(self) -> None:
         # Every surface (CLI, hooks, MCP, Hermes, Python) meets the same refusals, before any

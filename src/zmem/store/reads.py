@@ -72,7 +72,7 @@ class Reader:
         vectors = self._vectors
         vector = None
         if (req.hybrid is not False or req.dense_only) and vectors.ready:
-            vector = vectors.query(req.query)
+            vector = vectors.query(req.query, keep=req.keep_vector)
         if req.dense_only:
             lanes = DENSE_LANES
         else:

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from zmem.retrieval.vector_cache import VectorCache
 
 
+# Query embeddings a long-lived handle keeps (~1.5 KB each at 384-d): a session's working set
+# of files and commands, not a history.
+QUERY_MEMO = 256
+
+
 class StoreVectors:
     def __init__(self, conn: apsw.Connection, settings: Settings):
         self._conn = conn
@@ -28,6 +33,7 @@ class StoreVectors:
         self.ready = False  # this store reads and writes vectors of the active profile
         self.cache: VectorCache | None = None
         self._checked: int | None = None  # data_version at the last committed-dim check
+        self._memo: dict[str, bytes] = {}  # kept query embeddings, oldest ask first
 
     def prepare(self, check: bool) -> None:
         """Commit the store to this profile's vector index on first use; refuse a profile whose
@@ -90,13 +96,27 @@ class StoreVectors:
         levels = PROFILE_SEMANTIC.get(self.settings.embed_profile)
         return writer.Semantic(*levels) if levels and self.ready else None
 
-    def query(self, text: str) -> bytes | None:
-        """The query's embedding, or None: recall then goes on lexically (fail-open)."""
+    def query(self, text: str, keep: bool = False) -> bytes | None:
+        """The query's embedding, or None: recall then goes on lexically (fail-open). With
+        `keep`, the embedding is remembered for the next ask of the same text (the resident
+        process answers the same pending-tool query for every edit of a file): the model's
+        run is most of a warm answer, and the same text gives the same vector."""
+        memo = self._memo
+        if keep:
+            vector = memo.pop(text, None)
+            if vector is not None:
+                memo[text] = vector  # the newest end: the least recently asked go first
+                return vector
         try:
             embedded = self.embedder(text) if self.embedder is not None else None
         except Exception:
             return None
-        return embedded[0] if embedded else None
+        vector = embedded[0] if embedded else None
+        if keep and vector is not None:
+            memo[text] = vector
+            if len(memo) > QUERY_MEMO:
+                memo.pop(next(iter(memo), None), None)
+        return vector
 
     def keep_in_memory(self) -> bool:
         """For long-lived processes (the hooks' resident process): hold a copy of the vector
