@@ -89,6 +89,32 @@ def test_index_holds_live_rows_of_their_namespace_only(minilm, monkeypatch):
         assert foreign == []
 
 
+def test_as_of_reads_a_superseded_row_by_its_own_vector(minilm, monkeypatch):
+    """The index holds live rows only, so under --as-of a row superseded since is found by the
+    lexical lanes alone; its relevance must not count that absence as "no meaning match" (which
+    ranked history under every live row both lanes found). Read at an instant before the
+    update, it scores as it scored when it was live."""
+    _, open_store = minilm
+    monkeypatch.setenv("ZMEM_TEST_NOW", "2026-01-01T00:00:00Z")
+    query = "which terraform release does the repo pin"
+    with open_store() as s:
+        old = add(s, "Terraform is pinned to 1.6.6 via .terraform-version (tfenv).").id
+        add(s, "Terraform variables are snake_case with a type and a description.")
+        add(s, "Renaming a Terraform resource address destroys and recreates it.")
+        then = {h.id: h.relevance for h in s.recall(query, namespace=NS)}
+        monkeypatch.setenv("ZMEM_TEST_NOW", "2026-02-01T00:00:00Z")
+        new = s.update(old, "We moved from Terraform to OpenTofu 1.8.3 (.opentofu-version).").id
+        monkeypatch.setenv("ZMEM_TEST_NOW", "2026-03-01T00:00:00Z")
+        past = s.recall(query, namespace=NS, as_of="2026-01-15")
+        lexical = s.recall(query, namespace=NS, as_of="2026-01-15", hybrid=False)
+    assert new not in then and old in then
+    hit = next(h for h in past if h.id == old)
+    assert "vector" not in hit.lanes  # still found through the lexical lanes only
+    assert hit.relevance == pytest.approx(then[old], abs=1e-5)
+    assert hit.relevance > next(h.relevance for h in lexical if h.id == old)
+    assert [h.id for h in past][0] == old
+
+
 def test_dimension_mismatch_refuses_with_the_remediation_command(minilm, monkeypatch, run_cli):
     path, open_store = minilm
     monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")

@@ -256,7 +256,7 @@ class VectorLane:
         if plan.vector is None or depth <= 0:
             return out
         # Over-fetch: floor and validity are checked after the KNN, on the rows themselves.
-        floor, strong = plan.similarity_scale
+        floor = plan.similarity_scale[0]
         # KNN always returns k rows, however unrelated; rows under the profile's noise floor
         # are evidence of nothing and stay out of the fusion.
         cache = plan.vector_cache
@@ -274,10 +274,34 @@ class VectorLane:
         for rid, distance in near:
             if rid in admitted:
                 out.ranked.append(rid)
-                out.native[rid] = min(1.0, (1.0 - distance - floor) / (strong - floor))
+                out.native[rid] = _calibrated(1.0 - distance, plan.similarity_scale)
                 if len(out.ranked) == depth:
                     break
         return out
+
+    @staticmethod
+    def evidence(plan: QueryPlan, stored: bytes | None) -> float:
+        """What this lane would have said of a row it cannot see (a row superseded since, under
+        --as-of: the index holds live rows only), from the row's own stored vector: the same
+        calibrated cosine, 0.0 under the noise floor or when the vectors are not comparable."""
+        query = plan.vector
+        if query is None or not stored or len(stored) != len(query):
+            return 0.0
+        import numpy as np  # loaded already wherever a query was embedded; not on lexical paths
+
+        a = np.frombuffer(query, dtype="<f4")
+        b = np.frombuffer(stored, dtype="<f4")
+        norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+        if not norms:
+            return 0.0
+        return _calibrated(float(a @ b) / norms, plan.similarity_scale)
+
+
+def _calibrated(similarity: float, scale: tuple[float, float]) -> float:
+    """A cosine on the lane's 0..1 evidence scale: 0 at the profile's noise floor or under it,
+    1 at its strong-match level."""
+    floor, strong = scale
+    return min(1.0, (similarity - floor) / (strong - floor)) if similarity > floor else 0.0
 
 
 LEXICAL_LANES: tuple[Lane, ...] = (FtsLane(), EntityLane())

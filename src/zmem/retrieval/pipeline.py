@@ -20,7 +20,7 @@ from zmem.db.recall import Scope
 from zmem.models import GLOBAL_NAMESPACE, Hit
 from zmem.retrieval import fusion, links
 from zmem.retrieval import unfold as lineage
-from zmem.retrieval.lanes import Lane, LaneResult, QueryPlan
+from zmem.retrieval.lanes import Lane, LaneResult, QueryPlan, VectorLane
 from zmem.retrieval.mmr import Similarity, mmr_order
 from zmem.retrieval.render import apply_token_budget, tokens_used
 from zmem.retrieval.request import (
@@ -129,10 +129,19 @@ def fuse(conn: apsw.Connection, plan: QueryPlan, results: Sequence[LaneResult]) 
     positions = [(r.name, {rid: i for i, rid in enumerate(r.ranked, start=1)}) for r in results]
     ranks = {rid: {name: pos[rid] for name, pos in positions if rid in pos} for rid in cands}
     natives: dict[int, dict[str, float]] = {}
+    dense_ran = plan.vector is not None and any(r.name == VectorLane.name for r in results)
     for rid, cand in cands.items():
         native = {r.name: r.native[rid] for r in results if rid in r.native}
         if "fts" in native:
             native["coverage"] = fusion.coverage(plan.similarity_terms, cand.content_norm.split())
+        if dense_ran and not cand.memory.live and VectorLane.name not in native:
+            # Under --as-of a row superseded since is not in the live-only index: its absence
+            # from the vector lane says nothing, and counting it as "no meaning match" ranked
+            # history under every live row both lanes found. Its own vector says instead (it
+            # still joins the pool only through the other lanes, as the spec's caveat says).
+            dense = VectorLane.evidence(plan, cand.embedding)
+            if dense:
+                native[VectorLane.name] = dense
         natives[rid] = native
     return Fused(cands, rrf, ranks, natives)
 
