@@ -89,18 +89,29 @@ class Resident:
             else:
                 os.environ.pop(key, None)
         host, event = str(header.get("host")), str(header.get("event"))
-        self.hooks.reopen_if_replaced()
         if host == reads.HOST:
+            self.hooks.reopen_if_replaced()
             return self._read(payload, t0)
+        out, reason = self._respond(host, event, payload, t0)
+        return wire.encode_reply(reason, out)
+
+    def _respond(
+        self, host: str, event: str, body: bytes, t0: float, via: str = ""
+    ) -> tuple[str, str]:
+        """One hook event answered on the open store and its decision logged, as the client
+        would log it: (the host's output, the reason). Never raises: an error is a reason."""
         try:
+            self.hooks.reopen_if_replaced()
             out, reason, fields = dispatch.respond(
-                host, event, payload.decode("utf-8", "replace"), self.data_dir, t0, self._execute
+                host, event, body.decode("utf-8", "replace"), self.data_dir, t0, self._execute
             )
         except Exception as exc:
             out, reason, fields = "", "error", {"error": type(exc).__name__, "via": "daemon"}
+        if via:
+            fields["via"] = via
         fields["ms"] = int((time.monotonic() - t0) * 1000)
         client.log_line(self.data_dir, host, event, reason, fields)
-        return wire.encode_reply(reason, out)
+        return out, reason
 
     def answer_http(self, conn: socket.socket) -> bool:
         """One http hook request on an accepted connection; True when it was answered. Every
@@ -126,17 +137,7 @@ class Resident:
         host, event = routed
         for key in wire.REQUEST_ENV_KEYS:  # the http body is the whole request: no env rides
             os.environ.pop(key, None)
-        try:
-            self.hooks.reopen_if_replaced()
-            out, reason, fields = dispatch.respond(
-                host, event, request.body.decode("utf-8", "replace"), self.data_dir, t0,
-                self._execute,
-            )  # fmt: skip
-        except Exception as exc:
-            out, reason, fields = "", "error", {"error": type(exc).__name__}
-        fields["via"] = "http"
-        fields["ms"] = int((time.monotonic() - t0) * 1000)
-        client.log_line(self.data_dir, host, event, reason, fields)
+        out, _ = self._respond(host, event, request.body, t0, via="http")
         http_hook.reply(conn, 200, out)
         return True
 
@@ -205,6 +206,7 @@ class Resident:
         last = time.monotonic()
         checked = last
         replaced = False
+        served = False
         try:
             while not self.stale and time.monotonic() - last < idle:
                 events_ = ready.select(timeout=1.0)
@@ -232,7 +234,11 @@ class Resident:
                             # Only answered requests keep it alive: a client it refuses
                             # (another release) must not keep an unused process resident.
                             last = time.monotonic()
-                self._between_requests()
+                            served = True
+                if served:
+                    # A refused or unreadable request touched no store: nothing to catch up.
+                    served = False
+                    self._between_requests()
         finally:
             ready.close()
             try:
