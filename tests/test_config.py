@@ -136,3 +136,15 @@ def test_instants_normalise_to_one_sortable_shape(text, expected):
 def test_bad_instant_is_a_usage_error():
     with pytest.raises(UsageError):
         config.normalize_instant("last week")
+
+
+def test_the_data_dir_resolves_one_way_for_every_caller(tmp_path, monkeypatch):
+    """ZMEM_DATA, or ~/.zmem, where ~ is the home a caller names (setup and doctor write to a
+    home they were given); a blank ZMEM_DATA is unset for them as for the store."""
+    from zmem.config import default_data_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    assert default_data_dir({}) == tmp_path / "me" / ".zmem"
+    assert default_data_dir({"ZMEM_DATA": "  "}, tmp_path / "them") == tmp_path / "them" / ".zmem"
+    assert default_data_dir({"ZMEM_DATA": "~/d"}, tmp_path / "them") == tmp_path / "me" / "d"
+    assert default_data_dir({"ZMEM_DATA": str(tmp_path / "x")}) == tmp_path / "x"

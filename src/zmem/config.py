@@ -137,10 +137,14 @@ def debug_enabled(env: Mapping[str, str] | None = None) -> bool:
     return env.get("ZMEM_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
+def default_data_dir(env: Mapping[str, str] | None = None, home: Path | None = None) -> Path:
+    """ZMEM_DATA, or ~/.zmem; `home` stands for ~ where a caller resolves another user's
+    files (setup and doctor take the home they write to)."""
     env = os.environ if env is None else env
     raw = env.get("ZMEM_DATA", "").strip()
-    return Path(raw or DEFAULT_DATA_DIR).expanduser()
+    if raw:
+        return Path(raw).expanduser()
+    return home / ".zmem" if home is not None else Path(DEFAULT_DATA_DIR).expanduser()
 
 
 def load_settings(

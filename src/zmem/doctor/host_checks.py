@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from zmem import installation
+from zmem import config, installation
 from zmem.doctor import base
 from zmem.doctor.base import FAIL, NA, OK, WARN, check, read_json
 
@@ -338,7 +338,7 @@ def _prompt_hook(env: Mapping[str, str], home: Path) -> str:
     from zmem import ports
     from zmem.layout import HTTP_CONFIG
 
-    data = Path(env["ZMEM_DATA"]).expanduser() if env.get("ZMEM_DATA") else home / ".zmem"
+    data = config.default_data_dir(env, home)
     port = (read_json(data / HTTP_CONFIG) or {}).get("port")
     if not isinstance(port, int):
         return "command hook"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from zmem import installation
+from zmem.config import default_data_dir
 from zmem.errors import UsageError
 from zmem.resident import http_hook, wire
 
@@ -307,7 +308,7 @@ def plan(
         )
     if host == "claude":
         path = host_files(env)[host]
-        data_dir = Path(env["ZMEM_DATA"]).expanduser() if env.get("ZMEM_DATA") else home / ".zmem"
+        data_dir = default_data_dir(env, home)
         if remove:
             return [unhook_config(path), http_config(data_dir, remove=True)]
         if (prompt_hook or ("http" if resident else "command")) == "command":
