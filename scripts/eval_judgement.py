@@ -9,6 +9,10 @@ precision and recall, near-duplicates folded, and distinct notes folded (a lost 
 
     .venv/bin/python scripts/eval_judgement.py [--pairs FILE] [--profile minilm|fake]
         [--show-misses] [--json OUT]
+
+eval/judge_pairs2.jsonl is a second set of 240, written blind by another writer after the rules
+were (the same families and counts): `--pairs eval/judge_pairs2.jsonl` measures how the rules
+carry to phrasing they were not written against (docs/decisions.md).
 """
 
 from __future__ import annotations
