@@ -106,7 +106,7 @@ def test_the_hooks_keep_tool_queries_and_not_prompts(isolated_env, store_path, t
             out = hooks.run(normalize("claude", "PreToolUse", _event(repo, "PreToolUse", **edit)))
             reasons.append(out.reason)
         # The lesson is shown once; the later edits recall it again and drop it as seen.
-        assert reasons == ["injected", "empty-pool", "empty-pool"]
+        assert reasons[0] == "injected" and "injected" not in reasons[1:]
         tool_asks = [t for t in model.asked if "deploy.py" in t]
         assert len(tool_asks) == 1
         prompt = {"prompt": "why does deploy.py keep changing?"}
