@@ -216,6 +216,25 @@ def test_changed_number_is_not_swallowed_by_dedup(store):
     assert a.id in b.related
 
 
+def test_a_changed_flag_is_not_swallowed_by_dedup(store):
+    """Two commands that differ in a flag are two facts, as two numbers are: the similarity
+    tokens see `--all-features` / `--no-default-features` as a stop word and a negation apart
+    (Jaccard 0.86 here), and the fold would drop one command for good."""
+    a = add_row(store, "`cargo build --no-default-features` is needed for the wasm target")
+    b = add_row(store, "`cargo build --all-features` is needed for the wasm target")
+    assert b.result == "stored" and b.id != a.id
+    # The same flags, the same command: still one memory.
+    c = add_row(store, "`cargo build --no-default-features` is needed for the wasm target.")
+    assert c.result == "deduped" and c.id == a.id
+
+
+def test_flag_tokens_read_dashes_before_a_letter_outside_words():
+    from zmem.tokens import flag_tokens
+
+    assert flag_tokens("run `pytest -x --Reuse-DB` first") == {"-x", "--reuse-db"}
+    assert flag_tokens("pre-commit, e-mail, x--y, a - b, -5 offset") == frozenset()
+
+
 def test_related_rows_link_both_ways_and_absorb_tags(store):
     a = add_row(
         store, "Pin the ruff version in pre-commit config and in the CI lint job", tags="lint"

@@ -82,6 +82,18 @@ def number_tokens(tokens: frozenset[str]) -> frozenset[str]:
     return frozenset(t for t in tokens if any(ch.isdigit() for ch in t))
 
 
+# A command-line flag: a dash or two, then a letter, not inside a word ("pre-commit" is none).
+_FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
+
+
+def flag_tokens(text: str) -> frozenset[str]:
+    """The command-line flags a note names (`--no-default-features`, `-x`), lowercased. The
+    similarity tokens split them into words and drop the dashes, so `--all-features` and
+    `--no-default-features` differ there by a stop word and a negation; as flags they are two
+    different commands, as two numbers are two different facts."""
+    return frozenset(m.group(0).lower() for m in _FLAG.finditer(text))
+
+
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a and not b:
         return 1.0

@@ -22,7 +22,7 @@ from zmem.models import (
     clamp_trust,
     worst_taint,
 )
-from zmem.tokens import jaccard, number_tokens, similarity_norm, words
+from zmem.tokens import flag_tokens, jaccard, number_tokens, similarity_norm, words
 
 # Jaccard on similarity tokens above which two rows say the same thing. Deliberately well above
 # the link threshold: a false merge loses a memory, a missed merge only costs a duplicate.
@@ -48,7 +48,7 @@ class Neighbour:
     candidate: memories.Candidate
     similarity: float
     same_polarity: bool  # not opposite stances (capture.stance)
-    same_numbers: bool
+    same_anchors: bool  # the same numbers and command-line flags: a change is another fact
     apart: bool = False  # the same sentence about another scope, number or unit
 
 
@@ -159,7 +159,7 @@ def find_neighbours(
                 scored[other_id] = level
     if not scored:
         return [], prefix.saturated
-    mine_numbers = number_tokens(tokens)
+    mine = (number_tokens(tokens), flag_tokens(content))
     found = []
     for cand in memories.candidates(conn, list(scored)):
         relation = stance.relation(cand.content, content)
@@ -168,7 +168,8 @@ def find_neighbours(
                 cand,
                 scored[cand.id],
                 relation != stance.OPPOSITE,
-                number_tokens(frozenset(cand.content_norm.split())) == mine_numbers,
+                (number_tokens(frozenset(cand.content_norm.split())), flag_tokens(cand.content))
+                == mine,
                 relation == stance.APART,
             )
         )
@@ -349,7 +350,7 @@ def write(
     twins = [
         n
         for n in neighbours
-        if n.similarity >= DEDUP_THRESHOLD and n.same_numbers and n.same_polarity and not n.apart
+        if n.similarity >= DEDUP_THRESHOLD and n.same_anchors and n.same_polarity and not n.apart
     ]
     if twins:
         twin = twins[0].candidate

@@ -225,7 +225,7 @@ class _Ingest:
         for n in neighbours:
             if n.similarity < DEDUP_THRESHOLD or n.candidate.id in self.inserted:
                 continue
-            if n.same_polarity and n.same_numbers and not n.apart:
+            if n.same_polarity and n.same_anchors and not n.apart:
                 return n.candidate
             # Contradictions never merge, on any surface: the remote row lands as its own.
         return None
