@@ -25,6 +25,15 @@ SAME, OPPOSITE, APART = stance.SAME, stance.OPPOSITE, stance.APART
          "New frontend code should use date-fns instead of moment.js", SAME),
         # Swapped sides reverse it, however each side is worded.
         ("Use pnpm instead of npm", "Use npm instead of pnpm", OPPOSITE),
+        ("Never use poetry, use uv", "Never use uv; use poetry", OPPOSITE),
+        ("Don't use dataclasses for API schemas, use pydantic models",
+         "Never use pydantic models for API schemas; use dataclasses", OPPOSITE),
+        ("Never use poetry, use uv", "Use uv instead of poetry", SAME),
+        # A preference against a plain choice of the side it turns down.
+        ("Use tabs for indentation in Go files",
+         "Use spaces instead of tabs for indentation in Go files", OPPOSITE),
+        ("Use spaces for indentation in Go files",
+         "Use spaces instead of tabs for indentation in Go files", SAME),
         ("Prefer Helm over Kustomize for k8s manifests",
          "Use Kustomize instead of Helm for k8s manifests", OPPOSITE),
         ("Use Alpine instead of Debian slim as the base image",

@@ -47,6 +47,10 @@ _WEAK_AFTER = {
 }
 # Choosing verbs that end a phrase ("default" may also be the thing chosen: default exports).
 _CHOOSE_VERBS = _CHOOSE - {"default", "go", "with", "be", "should"}
+# Words that open "never Y, use X" (don't -> don), and how many words after Y's phrase the
+# choosing verb may come (the comma between them is not a token).
+_REFUSING = frozenset("never don not no avoid".split())
+_CLAUSE_REST = 4
 # Verbs that reject what follows them, as a negation does.
 _REJECTING = frozenset("avoid remove delete drop ban skip without".split())
 _NO_FLAG = re.compile(r"(?:^|[\s-])no-([a-z0-9]+)")
@@ -89,6 +93,9 @@ class Reading:
     # Every negation states an absence ("no console.log in committed code"), none an action
     # not to take ("never edit X"): an absence is what removing brings about, an edit is not.
     absence: bool = False
+    # What a choosing verb with no negation before it picks ("use single quotes" -> single,
+    # quote): set against another note's preference ("double quotes instead of single").
+    affirmed: frozenset[str] = frozenset()
 
 
 @functools.lru_cache(maxsize=256)
@@ -131,17 +138,29 @@ def read(text: str) -> Reading:
             or after[i] & sides
         )
     )
+    affirmed = frozenset().union(
+        *(
+            _phrase(tokens, i + 1, 1)
+            for i, w in enumerate(words)
+            if w in _CHOOSE_VERBS and not any(v in _NEGATING for v in words[max(0, i - 3) : i])
+        )
+    )
     return Reading(
         tokens, len(counted), preferences, frozenset(rejected), tuple(spans), in_preferences,
         frozenset().union(*governed), not all(governed),
         frozenset().union(*(a for i, a in after.items() if words[i] not in _NEGATING)),
-        all(words[i] in _ABSENCE for i in counted),
+        all(words[i] in _ABSENCE for i in counted), affirmed,
     )  # fmt: skip
 
 
 def _phrase(tokens: tuple[str, ...], start: int, step: int) -> Phrase:
     """Up to three content words from `start` going `step`, ending at a stop word, a choosing
     verb or a connector: "use [Debian slim] instead of [Alpine] as the base image"."""
+    return _scan(tokens, start, step)[0]
+
+
+def _scan(tokens: tuple[str, ...], start: int, step: int) -> tuple[Phrase, int]:
+    """_phrase, and the position where it stopped."""
     out: list[str] = []
     i = start
     while 0 <= i < len(tokens) and len(out) < 3:
@@ -152,7 +171,7 @@ def _phrase(tokens: tuple[str, ...], start: int, step: int) -> Phrase:
         else:
             out.extend(_words_of(t))
         i += step
-    return frozenset(_stem(w) for w in out)
+    return frozenset(_stem(w) for w in out), i
 
 
 def _preferences(words: list[str], tokens: tuple[str, ...]) -> tuple[tuple[Phrase, Phrase], ...]:
@@ -172,6 +191,18 @@ def _preferences(words: list[str], tokens: tuple[str, ...]) -> tuple[tuple[Phras
             x, y = _phrase(tokens, i - 1, -1), _phrase(tokens, i + 1, 1)
             if x and y and x != y:
                 found.append((x, y))
+        elif w in _REFUSING:
+            # "never Y, use X", "don't use Y for schemas: use X": the refused phrase, then a
+            # choosing verb within the rest of its clause, and what that verb picks.
+            y, end = _scan(tokens, i + 1, 1)
+            for j in range(end, min(end + _CLAUSE_REST, len(words))):
+                if words[j] in _NEGATING:
+                    break
+                if words[j] in _CHOOSE_VERBS:
+                    x = _phrase(tokens, j + 1, 1)
+                    if x and y and x != y:
+                        found.append((x, y))
+                    break
     return tuple(found)
 
 
@@ -274,6 +305,8 @@ def relation(a: str, b: str) -> str:
                 return SAME  # "use X instead of Y" and "never Y"
             if x & other.rejected and not y & other.rejected:
                 return OPPOSITE  # "use X instead of Y" and "never X"
+            if not other.preferences and (y - x) & other.affirmed and not (x - y) & other.affirmed:
+                return OPPOSITE  # "use double quotes instead of single" and "use single quotes"
     if na != nb and min(na, nb) == 0 and ra.rejected and ra.rejected == rb.rejected:
         # Both turn down the same things, one of them only with words the count does not see
         # (a flag, a verb: `--no-tags` / "without tags", "remove all console.log" / "no
