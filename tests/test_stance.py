@@ -46,6 +46,9 @@ SAME, OPPOSITE, APART = stance.SAME, stance.OPPOSITE, stance.APART
          "Remove trailing commas from multi-line Python literals", OPPOSITE),
         ("Feature branches should be deleted after merge",
          "Keep feature branches around after they are merged", OPPOSITE),
+        # A contraction is its head word: "they've" is a stop word, not a changed word.
+        ("Delete stale preview deployments after merge",
+         "Keep preview deployments around after they've been merged", OPPOSITE),
         ("Analytics queries should go to the read replica",
          "Analytics queries must not go to the read replica", OPPOSITE),
         # Swapped multi-word commands in spans (a span is one token however many words).

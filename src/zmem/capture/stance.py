@@ -255,10 +255,12 @@ def _content_set(r: Reading) -> list[str]:
     for t in r.tokens:
         inner = _TOKEN.findall(t) if t in r.spans else [t]
         words.extend(inner)
+    # A contraction is its head word: "they've" is a stop word, "don't" a negation.
     return [
         _stem(w)
         for w in words
-        if (w not in STOP_WORDS or w in _ANTONYM_WORDS) and w.split("'")[0] not in _NEGATING
+        if (w.split("'")[0] not in STOP_WORDS or w in _ANTONYM_WORDS)
+        and w.split("'")[0] not in _NEGATING
     ]
 
 
