@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -32,16 +31,11 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/hookbench", help="store dir shared with hooks.py")
     ap.add_argument("--src", default=str(ROOT / "src"), help="zmem source tree (A/B runs)")
     args = ap.parse_args()
-    data = Path(args.work) / f"data-{args.profile}-{args.memories}"
-    project = Path(args.work) / "bench"
-    project.mkdir(parents=True, exist_ok=True)
-    for key in [k for k in os.environ if k.startswith("ZMEM_")]:
-        del os.environ[key]
-    os.environ.update(ZMEM_DATA=str(data), ZMEM_EMBED_PROFILE=args.profile)
-
     import hooks as hook_bench  # bench/hooks.py: the same store and prompts
 
     sys.path.insert(0, args.src)  # ahead of the checkout's src/, which hooks.py put first
+    # After the insert: a store built here is built by the tree under test.
+    data, project = hook_bench.resident_bench(args.work, args.profile, args.memories)
 
     from zmem.db import recall as db
     from zmem.retrieval import lanes, links, pipeline
@@ -59,10 +53,6 @@ def main() -> None:
         from zmem.hosts import wire
 
         embed_name = "_query_vector"
-
-    if not (data / "store.sqlite").exists():
-        data.mkdir(parents=True, exist_ok=True)
-        hook_bench.build_store(data / "store.sqlite", args.memories)
 
     spent: dict[str, float] = defaultdict(float)
 

@@ -70,6 +70,22 @@ PROMPTS = [
 ]
 
 
+def resident_bench(work: str, profile: str, memories: int) -> tuple[Path, Path]:
+    """The setting of the benches that drive Resident.handle in this process (hook_stages.py,
+    pretool_memo.py): this process's ZMEM_* variables replaced by the shared store's data dir
+    and profile. Returns (data dir, project dir); the store is built on first use."""
+    data = Path(work) / f"data-{profile}-{memories}"
+    project = Path(work) / "bench"
+    project.mkdir(parents=True, exist_ok=True)
+    for key in [k for k in os.environ if k.startswith("ZMEM_")]:
+        del os.environ[key]
+    os.environ.update(ZMEM_DATA=str(data), ZMEM_EMBED_PROFILE=profile)
+    if not (data / "store.sqlite").exists():
+        data.mkdir(parents=True, exist_ok=True)
+        build_store(data / "store.sqlite", memories)
+    return data, project
+
+
 def build_store(path: Path, n: int) -> None:
     from zmem import MemoryStore
 

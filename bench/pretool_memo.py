@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -38,22 +37,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=200, help="requests per arm")
     ap.add_argument("--work", default="/tmp/hookbench", help="store dir shared with hooks.py")
     args = ap.parse_args()
-    data = Path(args.work) / f"data-minilm-{args.memories}"
-    project = Path(args.work) / "bench"
-    project.mkdir(parents=True, exist_ok=True)
-    for key in [k for k in os.environ if k.startswith("ZMEM_")]:
-        del os.environ[key]
-    os.environ.update(ZMEM_DATA=str(data), ZMEM_EMBED_PROFILE="minilm")
-
     import hooks as hook_bench  # bench/hooks.py: the same store
+
+    data, project = hook_bench.resident_bench(args.work, "minilm", args.memories)
 
     from zmem.resident import wire
     from zmem.resident.daemon import Resident
     from zmem.store.vectors import StoreVectors
-
-    if not (data / "store.sqlite").exists():
-        data.mkdir(parents=True, exist_ok=True)
-        hook_bench.build_store(data / "store.sqlite", args.memories)
 
     embed_ms: list[float] = []
     inner = StoreVectors.query
