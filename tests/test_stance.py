@@ -29,9 +29,16 @@ SAME, OPPOSITE, APART = stance.SAME, stance.OPPOSITE, stance.APART
         ("Don't use dataclasses for API schemas, use pydantic models",
          "Never use pydantic models for API schemas; use dataclasses", OPPOSITE),
         ("Never use poetry, use uv", "Use uv instead of poetry", SAME),
-        # A preference against a plain choice of the side it turns down.
-        ("Use tabs for indentation in Go files",
-         "Use spaces instead of tabs for indentation in Go files", OPPOSITE),
+        # Refusing the same thing for different choices, or for another scope, is not one
+        # note: never SAME (a write would fold the second into the first).
+        ("Never use npm, use pnpm", "Never use npm, use yarn", APART),
+        ("Never push directly; use a PR for main. Reviews need two approvals",
+         "Never push directly; use a PR for release. Reviews need two approvals", APART),
+        ("Don't forget to use the staging database for load tests",
+         "Don't forget to use the production database for load tests", APART),
+        # A contraction whose head is no negation still negates.
+        ("Database migrations can run during business hours",
+         "Database migrations can't run during business hours", OPPOSITE),
         ("Use spaces for indentation in Go files",
          "Use spaces instead of tabs for indentation in Go files", SAME),
         ("Prefer Helm over Kustomize for k8s manifests",

@@ -138,8 +138,9 @@ def debug_enabled(env: Mapping[str, str] | None = None) -> bool:
 
 
 def default_data_dir(env: Mapping[str, str] | None = None, home: Path | None = None) -> Path:
-    """ZMEM_DATA, or ~/.zmem; `home` stands for ~ where a caller resolves another user's
-    files (setup and doctor take the home they write to)."""
+    """ZMEM_DATA, or ~/.zmem. `home` stands for ~ in that default, where a caller resolves the
+    files of the home it was given (setup and doctor); a ZMEM_DATA written with ~ expands
+    against this process's HOME, as the store and the hooks expand it."""
     env = os.environ if env is None else env
     raw = env.get("ZMEM_DATA", "").strip()
     if raw:

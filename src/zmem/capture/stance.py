@@ -51,6 +51,7 @@ _CHOOSE_VERBS = _CHOOSE - {"default", "go", "with", "be", "should"}
 # choosing verb may come (the comma between them is not a token).
 _REFUSING = frozenset("never don not no avoid".split())
 _CLAUSE_REST = 4
+_SCAN_MAX = 12
 # Verbs that reject what follows them, as a negation does.
 _REJECTING = frozenset("avoid remove delete drop ban skip without".split())
 _NO_FLAG = re.compile(r"(?:^|[\s-])no-([a-z0-9]+)")
@@ -93,9 +94,6 @@ class Reading:
     # Every negation states an absence ("no console.log in committed code"), none an action
     # not to take ("never edit X"): an absence is what removing brings about, an edit is not.
     absence: bool = False
-    # What a choosing verb with no negation before it picks ("use single quotes" -> single,
-    # quote): set against another note's preference ("double quotes instead of single").
-    affirmed: frozenset[str] = frozenset()
 
 
 @functools.lru_cache(maxsize=256)
@@ -110,7 +108,12 @@ def read(text: str) -> Reading:
     hidden = _OPAQUE.sub(opaque, text)
     raw = _TOKEN.findall(fold(hidden))
     tokens = tuple(spans[int(t.strip("\x00"))] if t.startswith("\x00") else t for t in raw)
-    words = [t.split("'")[0] for t in tokens]  # don't -> don
+    # don't -> don (a negation); a contraction whose head is no negation reads as one:
+    # "can't" is "not", never the stop word "can".
+    words = [
+        "not" if t.endswith("n't") and t.split("'")[0] not in _NEGATING else t.split("'")[0]
+        for t in tokens
+    ]
     # What each negating or rejecting word governs: the content words after it, read once.
     after = {
         i: _phrase(tokens, i + 1, 1)
@@ -138,18 +141,11 @@ def read(text: str) -> Reading:
             or after[i] & sides
         )
     )
-    affirmed = frozenset().union(
-        *(
-            _phrase(tokens, i + 1, 1)
-            for i, w in enumerate(words)
-            if w in _CHOOSE_VERBS and not any(v in _NEGATING for v in words[max(0, i - 3) : i])
-        )
-    )
     return Reading(
         tokens, len(counted), preferences, frozenset(rejected), tuple(spans), in_preferences,
         frozenset().union(*governed), not all(governed),
         frozenset().union(*(a for i, a in after.items() if words[i] not in _NEGATING)),
-        all(words[i] in _ABSENCE for i in counted), affirmed,
+        all(words[i] in _ABSENCE for i in counted),
     )  # fmt: skip
 
 
@@ -163,7 +159,8 @@ def _scan(tokens: tuple[str, ...], start: int, step: int) -> tuple[Phrase, int]:
     """_phrase, and the position where it stopped."""
     out: list[str] = []
     i = start
-    while 0 <= i < len(tokens) and len(out) < 3:
+    # Bounded: a phrase is the next few words, never the rest of a long text of stop words.
+    while 0 <= i < len(tokens) and len(out) < 3 and abs(i - start) < _SCAN_MAX:
         t = tokens[i]
         if t in STOP_WORDS or t in _CHOOSE_VERBS or t in _WEAK or t in _NEGATING:
             if out:
@@ -300,15 +297,17 @@ def relation(a: str, b: str) -> str:
     if OPPOSITE in verdicts:
         return OPPOSITE
     if verdicts and na - ra.in_preferences == nb - rb.in_preferences:
-        return SAME  # one preference; any other negation agrees too
+        # One preference; any other negation agrees too. Unless the two say it of another
+        # scope or number ("... a PR for main" / "... a PR for release").
+        return APART if _other_scope(ra, rb) else SAME
     for prefs, other in ((ra.preferences, rb), (rb.preferences, ra)):
+        if other.preferences:
+            continue  # preferences over other alternatives: neither one decides by the other
         for x, y in prefs:
             if y & other.rejected and not x & other.rejected:
-                return SAME  # "use X instead of Y" and "never Y"
+                return APART if _other_scope(ra, rb) else SAME  # "use X instead of Y", "never Y"
             if x & other.rejected and not y & other.rejected:
                 return OPPOSITE  # "use X instead of Y" and "never X"
-            if not other.preferences and (y - x) & other.affirmed and not (x - y) & other.affirmed:
-                return OPPOSITE  # "use double quotes instead of single" and "use single quotes"
     if na != nb and min(na, nb) == 0 and ra.rejected and ra.rejected == rb.rejected:
         # Both turn down the same things, one of them only with words the count does not see
         # (a flag, a verb: `--no-tags` / "without tags", "remove all console.log" / "no
@@ -335,6 +334,13 @@ def relation(a: str, b: str) -> str:
     if na != nb:
         return _negation_more(ra, rb, na, nb, ca, cb)
     return SAME
+
+
+def _other_scope(ra: Reading, rb: Reading) -> bool:
+    """The two notes differ by a known scope word or a number: the same stance, said of
+    another environment, branch or quantity."""
+    ca, cb = set(_content_set(ra)), set(_content_set(rb))
+    return any(t in _SCOPE_WORDS or any(c.isdigit() for c in t) for t in ca ^ cb)
 
 
 def opposed_for_merging(a: str, b: str) -> bool:

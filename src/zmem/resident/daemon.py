@@ -138,7 +138,10 @@ class Resident:
         for key in wire.REQUEST_ENV_KEYS:  # the http body is the whole request: no env rides
             os.environ.pop(key, None)
         out, _ = self._respond(host, event, request.body, t0, via="http")
-        http_hook.reply(conn, 200, out)
+        try:
+            http_hook.reply(conn, 200, out)
+        except OSError:
+            pass  # the host gave up waiting; the request was still served (it may have written)
         return True
 
     def _read(self, payload: bytes, t0: float) -> bytes:
@@ -301,10 +304,13 @@ class Resident:
                     break
                 chunks.append(chunk)
                 size += len(chunk)
-            reply = self.handle(b"".join(chunks))
-            conn.sendall(reply)
         except OSError:
             return False
+        reply = self.handle(b"".join(chunks))
+        try:
+            conn.sendall(reply)
+        except OSError:
+            pass  # the client gave up waiting; the request was still served (it may have written)
         return reply.startswith(b"ok\t")
 
 
