@@ -255,3 +255,20 @@ def test_tiers_share_one_unscoped_fts_ranking(store, monkeypatch):
     )
     assert {h.tier for h in report.hits} == {"namespace", "global"}
     assert len(seen) == len(set(seen))  # each expression ranked once for both tiers
+
+
+def test_own_vector_evidence_needs_the_query_model():
+    """Under --as-of a superseded row's meaning evidence comes from its stored vector; one made
+    by another model is not comparable, whatever its length."""
+    import struct
+
+    from zmem.retrieval.lanes import VectorLane
+
+    query = struct.pack("<4f", 1.0, 0.0, 0.0, 0.0)
+    stored = struct.pack("<4f", 0.9, 0.1, 0.0, 0.0)
+    plan = QueryPlan("q", query, (0.2, 0.55), vector_model="model-a")
+    assert VectorLane.evidence(plan, stored, "model-a") == 1.0
+    assert VectorLane.evidence(plan, stored, "model-b") == 0.0
+    assert VectorLane.evidence(plan, stored[:8], "model-a") == 0.0  # another size
+    unknown = QueryPlan("q", query, (0.2, 0.55))
+    assert VectorLane.evidence(unknown, stored, "model-b") == 1.0

@@ -37,6 +37,9 @@ class QueryPlan:
     similarity_scale: tuple[float, float] = (0.2, 0.55)
     # A long-lived process's in-memory copy of the index; used only while it is fresh.
     vector_cache: VectorCache | None = field(default=None, repr=False)
+    # The model the query was embedded with: a stored vector of another model, however long,
+    # is not comparable with it (None: not known, any vector of the same size counts).
+    vector_model: str | None = None
     _narrow: list[str] | None = field(default=None, repr=False)
     _informative: list[str] | None = field(default=None, repr=False)
     # (entities, as_of, floor) -> (window asked, rows): the entity lane's ranking over every
@@ -280,12 +283,15 @@ class VectorLane:
         return out
 
     @staticmethod
-    def evidence(plan: QueryPlan, stored: bytes | None) -> float:
+    def evidence(plan: QueryPlan, stored: bytes | None, model: str | None = None) -> float:
         """What this lane would have said of a row it cannot see (a row superseded since, under
-        --as-of: the index holds live rows only), from the row's own stored vector: the same
-        calibrated cosine, 0.0 under the noise floor or when the vectors are not comparable."""
+        --as-of: the index holds live rows only), from the row's own stored vector (`model`
+        made it): the same calibrated cosine, 0.0 under the noise floor or when the vectors
+        are not comparable."""
         query = plan.vector
         if query is None or not stored or len(stored) != len(query):
+            return 0.0
+        if plan.vector_model is not None and model != plan.vector_model:
             return 0.0
         import numpy as np  # loaded already wherever a query was embedded; not on lexical paths
 

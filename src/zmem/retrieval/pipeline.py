@@ -139,7 +139,7 @@ def fuse(conn: apsw.Connection, plan: QueryPlan, results: Sequence[LaneResult]) 
             # from the vector lane says nothing, and counting it as "no meaning match" ranked
             # history under every live row both lanes found. Its own vector says instead (it
             # still joins the pool only through the other lanes, as the spec's caveat says).
-            dense = VectorLane.evidence(plan, cand.embedding)
+            dense = VectorLane.evidence(plan, cand.embedding, cand.memory.embedding_model)
             if dense:
                 native[VectorLane.name] = dense
         natives[rid] = native
@@ -305,6 +305,7 @@ def run(
     vector: bytes | None = None,
     similarity_scale: tuple[float, float] = (0.2, 0.55),
     vector_cache: VectorCache | None = None,
+    vector_model: str | None = None,
     tracer: Tracer = NO_TRACE,
 ) -> RecallReport:
     """The whole read: tiers, link expansion, optional lineage unfold (None: as the request
@@ -313,7 +314,7 @@ def run(
     ctx = ScoringContext(conn, settings, req.as_of, req.weights)
     report = RecallReport(hits=[], hybrid=hybrid)
     report.tiers = plan_tiers(conn, req, floor)
-    plan = QueryPlan(req.query, vector, similarity_scale, vector_cache)
+    plan = QueryPlan(req.query, vector, similarity_scale, vector_cache, vector_model)
     per_tier: list[list[Hit]] = []
     for tier in report.tiers:
         result = run_tier(ctx, plan, lanes, tier, req, floor, tracer)

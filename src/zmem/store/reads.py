@@ -14,7 +14,7 @@ from zmem import config
 from zmem.config import Settings
 from zmem.db import memories
 from zmem.db.connect import read_snapshot, transaction, wait_when_busy
-from zmem.embedding import PROFILE_SIMILARITY
+from zmem.embedding import PROFILE_MODELS, PROFILE_SIMILARITY
 from zmem.models import Hit
 from zmem.retrieval import explain, pipeline
 from zmem.retrieval.explain import Verdict
@@ -88,6 +88,7 @@ class Reader:
                 vector=vector,
                 similarity_scale=PROFILE_SIMILARITY[self.settings.embed_profile],
                 vector_cache=vectors.cache,
+                vector_model=PROFILE_MODELS[self.settings.embed_profile],
                 tracer=tracer,
             )
 
