@@ -209,7 +209,6 @@ class Resident:
         last = time.monotonic()
         checked = last
         replaced = False
-        served = False
         try:
             while not self.stale and time.monotonic() - last < idle:
                 events_ = ready.select(timeout=1.0)
@@ -223,6 +222,7 @@ class Resident:
                         break
                 if not events_:
                     continue
+                served = False
                 for key, _ in events_:
                     try:
                         conn, _ = key.fileobj.accept()  # type: ignore[union-attr]
@@ -238,9 +238,7 @@ class Resident:
                             # (another release) must not keep an unused process resident.
                             last = time.monotonic()
                             served = True
-                if served:
-                    # A refused or unreadable request touched no store: nothing to catch up.
-                    served = False
+                if served:  # a refused or unreadable request touched no store
                     self._between_requests()
         finally:
             ready.close()

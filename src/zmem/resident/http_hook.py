@@ -207,6 +207,9 @@ def reply(conn: socket.socket, status: int, body: str) -> None:
     conn.sendall(head.encode("ascii") + data)
 
 
+_IN_USE = {errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", errno.EADDRINUSE)}
+
+
 def running(data_dir: Path) -> bool:
     """Something holds the configured port: binding it fails. A test connection would be
     accepted by the resident process the keeper hands the socket to, wake it, and cost it a
@@ -226,7 +229,8 @@ def running(data_dir: Path) -> bool:
         s.bind((LOOPBACK, config.port))
         return False
     except OSError as exc:
-        return exc.errno == errno.EADDRINUSE
+        # Windows reports a held port by its Winsock code (WSAEADDRINUSE), not the C errno.
+        return exc.errno in _IN_USE
     finally:
         s.close()
 
