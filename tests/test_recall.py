@@ -784,13 +784,23 @@ def test_mmr_chooses_the_first_rows_and_a_deep_list_goes_on_in_score_order(store
     assert diverse[-2:] == plain[-2:]
 
 
-def test_recency_is_read_only_when_its_weight_counts():
-    """The shipped weights give recency 0, so an old row and a new one score alike (and the
-    scorer skips parsing their timestamps); weights that count it, as tune-weights may try,
+def test_recency_is_read_only_when_its_weight_counts(monkeypatch):
+    """The shipped weights give recency 0, so an old row and a new one score alike and the
+    scorer never parses their timestamps; weights that count it, as tune-weights may try,
     still rank the new row higher."""
     from types import SimpleNamespace
 
+    from zmem.retrieval import scoring
     from zmem.retrieval.scoring import ScoringContext
+
+    parsed: list[str] = []
+    real_recency = fusion.recency
+
+    def recency(valid_from, reference):
+        parsed.append(valid_from)
+        return real_recency(valid_from, reference)
+
+    monkeypatch.setattr(scoring.fusion, "recency", recency)
 
     def row(valid_from: str) -> SimpleNamespace:
         return SimpleNamespace(
@@ -800,8 +810,10 @@ def test_recency_is_read_only_when_its_weight_counts():
     new, old = row("2026-06-01T00:00:00Z"), row("2025-06-01T00:00:00Z")
     shipped = ScoringContext(None, None, "2026-06-01T00:00:00Z")  # type: ignore[arg-type]
     assert shipped.score(new, 0.5, 0.8) == shipped.score(old, 0.5, 0.8)
+    assert parsed == []
     spec = fusion.Weights(0.55, 0.20, 0.15, 0.10)
     counted = ScoringContext(None, None, "2026-06-01T00:00:00Z", spec)  # type: ignore[arg-type]
     assert counted.score(new, 0.5, 0.8) - counted.score(old, 0.5, 0.8) == pytest.approx(
-        0.15 * (1 - fusion.recency("2025-06-01T00:00:00Z", counted.reference))
+        0.15 * (1 - real_recency("2025-06-01T00:00:00Z", counted.reference))
     )
+    assert len(parsed) == 2
