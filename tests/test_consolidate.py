@@ -100,12 +100,14 @@ def test_rows_differing_in_a_number_or_in_polarity_survive(store, store_path, ru
     ttl = "The session cache TTL on staging web servers behind the load balancer is {} minutes"
     thirty = add_row(store, ttl.format(30)).id
     sixty = add_row(store, ttl.format(60)).id
+    hours = add_row(store, ttl.format(30).replace("minutes", "hours")).id
     keep = add_row(store, "Always squash commits before merging release branches").id
     agree = add_row(store, "Always squash commits before merging release branches upstream").id
     deny = add_row(store, "Never squash commits before merging release branches upstream").id
     report = _json(run_cli, "consolidate", "--force")
     live = {i for i, _ in _live(store_path)}
-    assert {thirty, sixty, deny} <= live  # a changed number, a contradiction: never merged
+    # A changed number, the number in another unit, a contradiction: never merged.
+    assert {thirty, sixty, hours, deny} <= live
     assert agree not in live and keep not in live  # the agreeing pair did merge
     (cluster,) = [c for c in report["clusters"] if c["keeper"] == keep]
     actions = {m["id"]: m["action"] for m in cluster["members"]}

@@ -228,6 +228,33 @@ def test_a_changed_flag_is_not_swallowed_by_dedup(store):
     assert c.result == "deduped" and c.id == a.id
 
 
+def test_a_changed_unit_is_not_swallowed_by_dedup(store):
+    """The same number in another unit is another fact: "10 MB" and "10 KB" share every token
+    but the unit's, which the number tokens do not see."""
+    limit = "The maximum request body size accepted by the public upload gateway is 10 {}"
+    a = add_row(store, limit.format("MB"))
+    b = add_row(store, limit.format("KB"))
+    assert b.result == "stored" and b.id != a.id
+    assert a.id in b.related
+    # The same number in the same unit: still one memory.
+    c = add_row(store, limit.format("MB."))
+    assert c.result == "deduped" and c.id == a.id
+
+
+def test_number_units_name_a_unit_one_way_and_skip_words_that_are_none():
+    from zmem.tokens import number_units, same_units
+
+    assert number_units("expires in 15 minutes, or 15min, 512Mi, 80%") == {
+        "15": {"min"},
+        "512": {"mib"},
+        "80": {"%"},
+    }
+    assert number_units("3 retries on v1.2") == {}
+    assert not same_units("tokens live 15 minutes", "tokens live 15 hours")
+    # A number one note states bare is compared by the number tokens, not here.
+    assert same_units("tokens live 15 minutes", "the TTL is 15")
+
+
 def test_flag_tokens_read_dashes_before_a_letter_outside_words():
     from zmem.tokens import flag_tokens
 

@@ -94,6 +94,45 @@ def flag_tokens(text: str) -> frozenset[str]:
     return frozenset(m.group(0).lower() for m in _FLAG.finditer(text))
 
 
+# A number's unit, said any of the ways notes say it, to one name: "15 minutes" and "15 min" are
+# one fact, "15 minutes" and "15 hours" two. Only units a note can state a limit, a size or a
+# time in; a word after a number that is none of these ("3 retries") is not read as a unit.
+_UNIT_NAMES = {
+    "ms": "ms", "msec": "ms", "millisecond": "ms", "milliseconds": "ms",
+    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+    "min": "min", "mins": "min", "minute": "min", "minutes": "min",
+    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+    "d": "d", "day": "d", "days": "d", "wk": "wk", "week": "wk", "weeks": "wk",
+    "month": "mo", "months": "mo", "y": "y", "yr": "y", "yrs": "y", "year": "y", "years": "y",
+    "b": "b", "byte": "b", "bytes": "b",
+    "k": "kb", "kb": "kb", "kilobyte": "kb", "kilobytes": "kb", "kib": "kib", "ki": "kib",
+    "mb": "mb", "megabyte": "mb", "megabytes": "mb", "mib": "mib", "mi": "mib",
+    "gb": "gb", "gigabyte": "gb", "gigabytes": "gb", "gib": "gib", "gi": "gib",
+    "tb": "tb", "terabyte": "tb", "terabytes": "tb", "tib": "tib", "ti": "tib",
+    "%": "%", "percent": "%", "px": "px", "em": "em", "rem": "rem",
+    "char": "char", "chars": "char", "character": "char", "characters": "char",
+    "kbps": "kbps", "mbps": "mbps", "gbps": "gbps", "rps": "rps", "qps": "qps",
+}  # fmt: skip
+_MEASURE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?(%|[A-Za-z]+\b)")
+
+
+def number_units(text: str) -> dict[str, frozenset[str]]:
+    """Each number a note states with a unit, and the units it is stated in."""
+    found: dict[str, set[str]] = {}
+    for m in _MEASURE.finditer(text):
+        unit = _UNIT_NAMES.get(m.group(2).lower())
+        if unit is not None:
+            found.setdefault(m.group(1), set()).add(unit)
+    return {n: frozenset(u) for n, u in found.items()}
+
+
+def same_units(a: str, b: str) -> bool:
+    """No number both notes state with a unit is stated in another unit by one of them ("10 MB"
+    / "10 KB"). A number one note gives bare is no disagreement: the number tokens compare it."""
+    ua, ub = number_units(a), number_units(b)
+    return all(ua[n] == ub[n] for n in ua.keys() & ub.keys())
+
+
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a and not b:
         return 1.0

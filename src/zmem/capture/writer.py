@@ -22,7 +22,14 @@ from zmem.models import (
     clamp_trust,
     worst_taint,
 )
-from zmem.tokens import flag_tokens, jaccard, number_tokens, similarity_norm, words
+from zmem.tokens import (
+    flag_tokens,
+    jaccard,
+    number_tokens,
+    same_units,
+    similarity_norm,
+    words,
+)
 
 # Jaccard on similarity tokens above which two rows say the same thing. Deliberately well above
 # the link threshold: a false merge loses a memory, a missed merge only costs a duplicate.
@@ -48,7 +55,7 @@ class Neighbour:
     candidate: memories.Candidate
     similarity: float
     same_polarity: bool  # not opposite stances (capture.stance)
-    same_anchors: bool  # the same numbers and command-line flags: a change is another fact
+    same_anchors: bool  # the same numbers, units and flags: a change is another fact
     apart: bool = False  # the same sentence about another scope, number or unit
 
 
@@ -169,7 +176,8 @@ def find_neighbours(
                 scored[cand.id],
                 relation != stance.OPPOSITE,
                 (number_tokens(frozenset(cand.content_norm.split())), flag_tokens(cand.content))
-                == mine,
+                == mine
+                and same_units(cand.content, content),
                 relation == stance.APART,
             )
         )

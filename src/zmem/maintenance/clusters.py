@@ -17,7 +17,7 @@ from zmem.embedding import PROFILE_DIMS, PROFILE_MODELS
 from zmem.maintenance.nli import Judge
 from zmem.models import MAX_CONTENT_CHARS, Memory
 from zmem.retrieval.render import estimate_tokens
-from zmem.tokens import first_sentence, number_tokens, words
+from zmem.tokens import first_sentence, number_tokens, same_units, words
 
 
 class Vectors(Protocol):
@@ -185,8 +185,14 @@ def plan_clusters(
                 (j for j, _ in pairs.get(i, {}).items() if j not in taken and j != i),
                 key=lambda j: (-pairs[i][j], j),
             )
-            # The number guard: a changed number is a different fact, never a duplicate.
-            near = [j for j in near if numbers[j] == numbers[i]]
+            # The number guard: a changed number, or a number in another unit, is a different
+            # fact, never a duplicate.
+            near = [
+                j
+                for j in near
+                if numbers[j] == numbers[i]
+                and same_units(group[j].memory.content, r.memory.content)
+            ]
             if not near:
                 continue
             cluster = Cluster(
