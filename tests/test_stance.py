@@ -100,6 +100,15 @@ SAME, OPPOSITE, APART = stance.SAME, stance.OPPOSITE, stance.APART
         # A negation more on what the other negates flips that negation.
         ("Do disable or delete security checks to get a pipeline green",
          "Don't disable or delete security checks to get a pipeline green", OPPOSITE),
+        # A negation of the negating verb right after it affirms: "never skip" is "always".
+        ("Never skip the changelog entry for user-facing changes",
+         "User-facing changes always need a changelog entry", SAME),
+        ("Don't disable the query cache in staging",
+         "Keep the query cache enabled in staging", SAME),
+        ("Don't disable the query cache in staging", "Disable the query cache in staging",
+         OPPOSITE),
+        ("Never skip the changelog entry for user-facing changes",
+         "Skip the changelog entry for user-facing changes", OPPOSITE),
         # Another scope, number or unit: neither the same note nor its opposite.
         ("Keep log retention at 14 days", "Keep log retention at 14 weeks", APART),
         ("In the iOS app, feature flags come from Firebase Remote Config",

@@ -59,6 +59,11 @@ _NO_FLAG = re.compile(r"(?:^|[\s-])no-([a-z0-9]+)")
 _ABSENCE = frozenset("no none".split())
 # Words that negate what follows them, beyond tokens.NEGATIONS.
 _NEGATING = NEGATIONS | frozenset("off skip skips skipping without uncompressed".split())
+# Negations that are particles, and the negating verbs a particle before them cancels.
+_PARTICLES = frozenset("not never no don doesn didn cannot mustn shouldn won".split())
+_NEGATING_VERBS = frozenset(
+    "skip skips skipping disable disabled avoid avoids stop stops forbid without".split()
+)
 # One-word swaps that reverse a statement. A pair with a negating word (always/never,
 # enable/disable, with/without, on/off, yes/no) is the negation count's: that side counts one.
 _ANTONYMS_RAW = (
@@ -120,11 +125,24 @@ def read(text: str) -> Reading:
         for i, w in enumerate(words)
         if w in _NEGATING or w in _REJECTING
     }
-    counted = [i for i, w in enumerate(words) if w in _NEGATING]
+    # "never skip X", "don't disable X", "not without X": a negation of the negating verb right
+    # after it affirms X, so neither word is the note's stance and neither rejects X. Not from
+    # further off: "never push without a review" still turns down pushing with none.
+    cancelled = {
+        k
+        for i, w in enumerate(words[:-1])
+        if w in _PARTICLES and words[i + 1] in _NEGATING_VERBS
+        for k in (i, i + 1)
+    }
+    counted = [i for i, w in enumerate(words) if w in _NEGATING and i not in cancelled]
     governed = [after[i] for i in counted]
     # "do not use moment.js" -> moment.js, "remove all console.log" -> console.log.
     rejected = set().union(
-        *(a for i, a in after.items() if words[i] in NEGATIONS or words[i] in _REJECTING)
+        *(
+            a
+            for i, a in after.items()
+            if (words[i] in NEGATIONS or words[i] in _REJECTING) and i not in cancelled
+        )
     )
     for span in spans:  # a flag that turns something off rejects it: --no-tags, no-deps
         found = _NO_FLAG.search(span)
