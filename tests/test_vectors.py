@@ -115,6 +115,25 @@ def test_as_of_reads_a_superseded_row_by_its_own_vector(minilm, monkeypatch):
     assert [h.id for h in past][0] == old
 
 
+def test_as_of_reads_a_live_row_the_knn_left_out_by_its_own_vector(minilm, monkeypatch):
+    """The KNN fetches a fixed depth of live rows and drops those not valid at the instant
+    after: when rows written since fill that depth, a row valid then (and live now) is found
+    by the lexical lanes alone, and must score as a superseded row does, by its own vector."""
+    _, open_store = minilm
+    monkeypatch.setenv("ZMEM_TEST_NOW", "2026-01-01T00:00:00Z")
+    query = "which terraform release does the repo pin"
+    with open_store() as s:
+        pin = add(s, "Terraform is pinned to 1.6.6 via .terraform-version (tfenv).").id
+        then = {h.id: h.relevance for h in s.recall(query, namespace=NS)}
+        monkeypatch.setenv("ZMEM_TEST_NOW", "2026-03-01T00:00:00Z")
+        for i in range(110):  # closer in meaning than the pin: MiniLM cosine 0.80 against 0.65
+            add(s, f"The pinned Terraform version for this repository, module {i}")
+        past = s.recall(query, namespace=NS, as_of="2026-02-01")
+    hit = next(h for h in past if h.id == pin)
+    assert "vector" not in hit.lanes  # the KNN's depth was filled by rows written since
+    assert hit.relevance == pytest.approx(then[pin], abs=1e-5)
+
+
 def test_dimension_mismatch_refuses_with_the_remediation_command(minilm, monkeypatch, run_cli):
     path, open_store = minilm
     monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")

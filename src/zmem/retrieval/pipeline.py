@@ -123,7 +123,12 @@ def pool(
     return [lane.run(conn, plan, tier.scope, depth) for lane in lanes]
 
 
-def fuse(conn: apsw.Connection, plan: QueryPlan, results: Sequence[LaneResult]) -> Fused:
+def fuse(
+    conn: apsw.Connection,
+    plan: QueryPlan,
+    results: Sequence[LaneResult],
+    as_of: str | None = None,
+) -> Fused:
     rrf = fusion.rrf(r.ranked for r in results)
     cands = db.fetch(conn, list(rrf))
     positions = [(r.name, {rid: i for i, rid in enumerate(r.ranked, start=1)}) for r in results]
@@ -134,11 +139,13 @@ def fuse(conn: apsw.Connection, plan: QueryPlan, results: Sequence[LaneResult]) 
         native = {r.name: r.native[rid] for r in results if rid in r.native}
         if "fts" in native:
             native["coverage"] = fusion.coverage(plan.similarity_terms, cand.content_norm.split())
-        if dense_ran and not cand.memory.live and VectorLane.name not in native:
+        if dense_ran and (as_of or not cand.memory.live) and VectorLane.name not in native:
             # Under --as-of a row superseded since is not in the live-only index: its absence
             # from the vector lane says nothing, and counting it as "no meaning match" ranked
             # history under every live row both lanes found. Its own vector says instead (it
             # still joins the pool only through the other lanes, as the spec's caveat says).
+            # A live row the KNN's depth left out (rows created after the instant took its
+            # place) is read the same way, so the two kinds of row are scored alike.
             dense = VectorLane.evidence(plan, cand.embedding, cand.memory.embedding_model)
             if dense:
                 native[VectorLane.name] = dense
@@ -279,7 +286,7 @@ def run_tier(
     floor: float,
     tracer: Tracer = NO_TRACE,
 ) -> TierResult:
-    fused = fuse(ctx.conn, plan, pool(ctx.conn, plan, lanes, tier))
+    fused = fuse(ctx.conn, plan, pool(ctx.conn, plan, lanes, tier), tier.scope.as_of)
     scored, order = floor_and_score(ctx, fused, floor, tier, tracer)
     # Only the head of the order can be presented; MMR looks this deep for alternatives.
     window = max(MMR_WINDOW_MIN, tier.limit * MMR_WINDOW_PER_RESULT)
