@@ -59,8 +59,12 @@ _NO_FLAG = re.compile(r"(?:^|[\s-])no-([a-z0-9]+)")
 _ABSENCE = frozenset("no none".split())
 # Words that negate what follows them, beyond tokens.NEGATIONS.
 _NEGATING = NEGATIONS | frozenset("off skip skips skipping without uncompressed".split())
-# Negations that are particles, and the negating verbs a particle before them cancels.
-_PARTICLES = frozenset("not never no don doesn didn cannot mustn shouldn won".split())
+# Negations that are particles (every contraction's head: "isn't" as well as "don't"), and the
+# negating verbs a particle right before them cancels.
+_PARTICLES = frozenset(
+    "not never no cannot cant don doesn didn isn aren wasn weren won wouldn shouldn couldn "
+    "mustn hasn haven hadn".split()
+)
 _NEGATING_VERBS = frozenset(
     "skip skips skipping disable disabled avoid avoids stop stops forbid without".split()
 )
@@ -99,6 +103,9 @@ class Reading:
     # Every negation states an absence ("no console.log in committed code"), none an action
     # not to take ("never edit X"): an absence is what removing brings about, an edit is not.
     absence: bool = False
+    # What a negated negating verb affirms ("never skip the changelog" -> changelog): the other
+    # note turning it down is the opposite, whatever else either note negates.
+    affirmed: frozenset[str] = frozenset()
 
 
 @functools.lru_cache(maxsize=256)
@@ -110,8 +117,9 @@ def read(text: str) -> Reading:
         spans.append(fold(m.group(0)).strip("`'\"").rstrip(".,;:!?"))
         return f" \x00{len(spans) - 1}\x00 "
 
-    hidden = _OPAQUE.sub(opaque, text)
-    raw = _TOKEN.findall(fold(hidden))
+    hidden = fold(_OPAQUE.sub(opaque, text))
+    found_tokens = list(_TOKEN.finditer(hidden))
+    raw = [m.group(0) for m in found_tokens]
     tokens = tuple(spans[int(t.strip("\x00"))] if t.startswith("\x00") else t for t in raw)
     # don't -> don (a negation); a contraction whose head is no negation reads as one:
     # "can't" is "not", never the stop word "can".
@@ -127,13 +135,16 @@ def read(text: str) -> Reading:
     }
     # "never skip X", "don't disable X", "not without X": a negation of the negating verb right
     # after it affirms X, so neither word is the note's stance and neither rejects X. Not from
-    # further off: "never push without a review" still turns down pushing with none.
-    cancelled = {
-        k
+    # further off ("never push without a review" still turns down pushing with none), and not
+    # across punctuation ("logging in production: no, disable it" is two clauses).
+    verbs = [
+        i + 1
         for i, w in enumerate(words[:-1])
-        if w in _PARTICLES and words[i + 1] in _NEGATING_VERBS
-        for k in (i, i + 1)
-    }
+        if w in _PARTICLES
+        and words[i + 1] in _NEGATING_VERBS
+        and hidden[found_tokens[i].end() : found_tokens[i + 1].start()].isspace()
+    ]
+    cancelled = {k for v in verbs for k in (v - 1, v)}
     counted = [i for i, w in enumerate(words) if w in _NEGATING and i not in cancelled]
     governed = [after[i] for i in counted]
     # "do not use moment.js" -> moment.js, "remove all console.log" -> console.log.
@@ -164,6 +175,7 @@ def read(text: str) -> Reading:
         frozenset().union(*governed), not all(governed),
         frozenset().union(*(a for i, a in after.items() if words[i] not in _NEGATING)),
         all(words[i] in _ABSENCE for i in counted),
+        frozenset().union(*(after[v] for v in verbs)),
     )  # fmt: skip
 
 
@@ -311,6 +323,9 @@ def relation(a: str, b: str) -> str:
     """SAME, OPPOSITE or APART for two notes already found similar (the caller's measure)."""
     ra, rb = read(a), read(b)
     na, nb = _negations_with_spans(ra, rb)
+    if ra.affirmed & rb.rejected - rb.affirmed or rb.affirmed & ra.rejected - ra.affirmed:
+        # "Never skip X" (however many other negations it holds) against "skip X".
+        return OPPOSITE
     verdicts = {v for pa in ra.preferences for pb in rb.preferences if (v := _orientation(pa, pb))}
     if OPPOSITE in verdicts:
         return OPPOSITE
