@@ -134,6 +134,25 @@ def test_as_of_reads_a_live_row_the_knn_left_out_by_its_own_vector(minilm, monke
     assert hit.relevance == pytest.approx(then[pin], abs=1e-5)
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # A unit joined to its number by a hyphen (MiniLM cosine 0.99).
+        ("Sessions on the admin dashboard expire after a 15-minute idle timeout",
+         "Sessions on the admin dashboard always expire after a 15-hour idle timeout window"),
+        # A rate's unit away from its number.
+        ("The public API allows 100 requests per minute for each key",
+         "The public API always allows 100 requests per second for each key, documented"),
+    ],
+)  # fmt: skip
+def test_a_changed_unit_is_not_folded_at_the_meaning_level(minilm, first, second):
+    _, open_store = minilm
+    with open_store() as s:
+        a = add(s, first)
+        b = add(s, second)
+    assert b.result == "stored" and b.id != a.id
+
+
 def test_dimension_mismatch_refuses_with_the_remediation_command(minilm, monkeypatch, run_cli):
     path, open_store = minilm
     monkeypatch.setenv("ZMEM_EMBED_PROFILE", "fake")

@@ -241,6 +241,24 @@ def test_a_changed_unit_is_not_swallowed_by_dedup(store):
     assert c.result == "deduped" and c.id == a.id
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # "never skip" affirms, and the note's other negation ("not even") does not undo it.
+        ("Never skip the integration tests on release branches, not even for hotfixes",
+         "Skip the integration tests on release branches, even for hotfixes"),
+        # A particle and a negating verb in two clauses cancel nothing.
+        ("Verbose logging in production: no, disable it",
+         "Verbose logging in production: enable it"),
+    ],
+)  # fmt: skip
+def test_an_affirmed_action_turned_down_is_flagged_not_folded(store, first, second):
+    a = add_row(store, first)
+    b = add_row(store, second)
+    assert b.result == "stored" and b.id != a.id
+    assert a.id in b.contradicts
+
+
 def test_number_units_name_a_unit_one_way_and_skip_words_that_are_none():
     from zmem.tokens import number_units, same_units
 
@@ -250,9 +268,21 @@ def test_number_units_name_a_unit_one_way_and_skip_words_that_are_none():
         "80": {"%"},
     }
     assert number_units("3 retries on v1.2") == {}
+    assert number_units("python:3.11-slim at 02:00 from deploy/charts") == {}
+    assert number_units("a 15-minute idle timeout, 1,000 ms") == {"15": {"min"}, "1000": {"ms"}}
+    assert number_units("100 requests per minute, 50 MB/s") == {"50": {"mb"}, "per": {"min", "s"}}
     assert not same_units("tokens live 15 minutes", "tokens live 15 hours")
-    # A number one note states bare is compared by the number tokens, not here.
-    assert same_units("tokens live 15 minutes", "the TTL is 15")
+    assert same_units("tokens live 15 minutes", "the TTL is 15 min")
+    # A number one note states bare and the other with a unit is a change too.
+    assert not same_units("tokens live 15 minutes", "the TTL is 15")
+    assert not same_units("100 requests per minute", "100 requests per second")
+
+
+def test_a_bare_number_does_not_swallow_the_units_stated_after_it(store):
+    limit = "The maximum request body size accepted by the public upload gateway is 10"
+    rows = [add_row(store, limit), add_row(store, limit + " MB"), add_row(store, limit + " KB")]
+    assert [r.result for r in rows] == ["stored"] * 3
+    assert len({r.id for r in rows}) == 3
 
 
 def test_flag_tokens_read_dashes_before_a_letter_outside_words():

@@ -113,24 +113,34 @@ _UNIT_NAMES = {
     "char": "char", "chars": "char", "character": "char", "characters": "char",
     "kbps": "kbps", "mbps": "mbps", "gbps": "gbps", "rps": "rps", "qps": "qps",
 }  # fmt: skip
-_MEASURE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?(%|[A-Za-z]+\b)")
+# A number ("1,000" as "1000"), then its unit after a space, a hyphen ("a 15-minute timeout")
+# or nothing ("512Mi").
+_MEASURE = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)[\s-]?(%|[A-Za-z]+\b)")
+# A rate's unit, away from its number: "100 requests per minute", "100 req/s", "50 MB/s".
+_RATE = re.compile(r"(?:\bper\s+|(?<=\w)/)([A-Za-z]+)\b")
 
 
 def number_units(text: str) -> dict[str, frozenset[str]]:
-    """Each number a note states with a unit, and the units it is stated in."""
+    """Each number a note states with a unit, and the units it is stated in; under "per", the
+    units its rates are stated per."""
     found: dict[str, set[str]] = {}
     for m in _MEASURE.finditer(text):
         unit = _UNIT_NAMES.get(m.group(2).lower())
         if unit is not None:
-            found.setdefault(m.group(1), set()).add(unit)
+            found.setdefault(m.group(1).replace(",", ""), set()).add(unit)
+    for m in _RATE.finditer(text):
+        unit = _UNIT_NAMES.get(m.group(1).lower())
+        if unit is not None:
+            found.setdefault("per", set()).add(unit)
     return {n: frozenset(u) for n, u in found.items()}
 
 
 def same_units(a: str, b: str) -> bool:
-    """No number both notes state with a unit is stated in another unit by one of them ("10 MB"
-    / "10 KB"). A number one note gives bare is no disagreement: the number tokens compare it."""
-    ua, ub = number_units(a), number_units(b)
-    return all(ua[n] == ub[n] for n in ua.keys() & ub.keys())
+    """Every number is stated in the same units by both notes, and every rate per the same
+    unit: "10 MB" / "10 KB", "per minute" / "per second" are other facts. A number one note
+    gives bare and the other with a unit counts as changed too ("10" / "10 MB"): a fold keeps
+    the older text only, and a bare number would swallow every unit stated after it."""
+    return number_units(a) == number_units(b)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
