@@ -260,7 +260,7 @@ def test_an_affirmed_action_turned_down_is_flagged_not_folded(store, first, seco
 
 
 def test_number_units_name_a_unit_one_way_and_skip_words_that_are_none():
-    from zmem.tokens import number_units, same_units
+    from zmem.tokens import number_units
 
     assert number_units("expires in 15 minutes, or 15min, 512Mi, 80%") == {
         "15": {"min"},
@@ -271,11 +271,11 @@ def test_number_units_name_a_unit_one_way_and_skip_words_that_are_none():
     assert number_units("python:3.11-slim at 02:00 from deploy/charts") == {}
     assert number_units("a 15-minute idle timeout, 1,000 ms") == {"15": {"min"}, "1000": {"ms"}}
     assert number_units("100 requests per minute, 50 MB/s") == {"50": {"mb"}, "per": {"min", "s"}}
-    assert not same_units("tokens live 15 minutes", "tokens live 15 hours")
-    assert same_units("tokens live 15 minutes", "the TTL is 15 min")
+    assert number_units("tokens live 15 minutes") != number_units("tokens live 15 hours")
+    assert number_units("tokens live 15 minutes") == number_units("the TTL is 15 min")
     # A number one note states bare and the other with a unit is a change too.
-    assert not same_units("tokens live 15 minutes", "the TTL is 15")
-    assert not same_units("100 requests per minute", "100 requests per second")
+    assert number_units("tokens live 15 minutes") != number_units("the TTL is 15")
+    assert number_units("100 requests per minute") != number_units("100 requests per second")
 
 
 def test_a_bare_number_does_not_swallow_the_units_stated_after_it(store):

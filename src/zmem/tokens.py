@@ -122,7 +122,9 @@ _RATE = re.compile(r"(?:\bper\s+|(?<=\w)/)([A-Za-z]+)\b")
 
 def number_units(text: str) -> dict[str, frozenset[str]]:
     """Each number a note states with a unit, and the units it is stated in; under "per", the
-    units its rates are stated per."""
+    units its rates are stated per. Two notes whose maps differ state other facts ("10 MB" /
+    "10 KB", "per minute" / "per second"), a bare number included ("10" / "10 MB"): a fold keeps
+    the older text only, and a bare number would swallow every unit stated after it."""
     found: dict[str, set[str]] = {}
     for m in _MEASURE.finditer(text):
         unit = _UNIT_NAMES.get(m.group(2).lower())
@@ -133,14 +135,6 @@ def number_units(text: str) -> dict[str, frozenset[str]]:
         if unit is not None:
             found.setdefault("per", set()).add(unit)
     return {n: frozenset(u) for n, u in found.items()}
-
-
-def same_units(a: str, b: str) -> bool:
-    """Every number is stated in the same units by both notes, and every rate per the same
-    unit: "10 MB" / "10 KB", "per minute" / "per second" are other facts. A number one note
-    gives bare and the other with a unit counts as changed too ("10" / "10 MB"): a fold keeps
-    the older text only, and a bare number would swallow every unit stated after it."""
-    return number_units(a) == number_units(b)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

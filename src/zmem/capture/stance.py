@@ -322,10 +322,10 @@ def _negations_with_spans(ra: Reading, rb: Reading) -> tuple[int, int]:
 def relation(a: str, b: str) -> str:
     """SAME, OPPOSITE or APART for two notes already found similar (the caller's measure)."""
     ra, rb = read(a), read(b)
-    na, nb = _negations_with_spans(ra, rb)
     if ra.affirmed & rb.rejected - rb.affirmed or rb.affirmed & ra.rejected - ra.affirmed:
         # "Never skip X" (however many other negations it holds) against "skip X".
         return OPPOSITE
+    na, nb = _negations_with_spans(ra, rb)
     verdicts = {v for pa in ra.preferences for pb in rb.preferences if (v := _orientation(pa, pb))}
     if OPPOSITE in verdicts:
         return OPPOSITE

@@ -26,7 +26,7 @@ from zmem.tokens import (
     flag_tokens,
     jaccard,
     number_tokens,
-    same_units,
+    number_units,
     similarity_norm,
     words,
 )
@@ -166,7 +166,8 @@ def find_neighbours(
                 scored[other_id] = level
     if not scored:
         return [], prefix.saturated
-    mine = (number_tokens(tokens), flag_tokens(content))
+    # The anchors a fold must keep: numbers, the units they are stated in, command-line flags.
+    mine = (number_tokens(tokens), number_units(content), flag_tokens(content))
     found = []
     for cand in memories.candidates(conn, list(scored)):
         relation = stance.relation(cand.content, content)
@@ -175,9 +176,12 @@ def find_neighbours(
                 cand,
                 scored[cand.id],
                 relation != stance.OPPOSITE,
-                (number_tokens(frozenset(cand.content_norm.split())), flag_tokens(cand.content))
-                == mine
-                and same_units(cand.content, content),
+                (
+                    number_tokens(frozenset(cand.content_norm.split())),
+                    number_units(cand.content),
+                    flag_tokens(cand.content),
+                )
+                == mine,
                 relation == stance.APART,
             )
         )

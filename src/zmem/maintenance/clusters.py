@@ -17,7 +17,7 @@ from zmem.embedding import PROFILE_DIMS, PROFILE_MODELS
 from zmem.maintenance.nli import Judge
 from zmem.models import MAX_CONTENT_CHARS, Memory
 from zmem.retrieval.render import estimate_tokens
-from zmem.tokens import first_sentence, number_tokens, same_units, words
+from zmem.tokens import first_sentence, number_tokens, number_units, words
 
 
 class Vectors(Protocol):
@@ -176,7 +176,11 @@ def plan_clusters(
     for (namespace, type_), group in sorted(groups.items()):
         group.sort(key=lambda r: _keeper_order(r.memory))
         pairs = _similar_pairs(group, threshold, _comparable(group, settings, vectors))
-        numbers = [number_tokens(frozenset(words(r.memory.content))) for r in group]
+        # A row's numbers and the units it states them in, read once per row.
+        numbers = [
+            (number_tokens(frozenset(words(r.memory.content))), number_units(r.memory.content))
+            for r in group
+        ]
         taken: set[int] = set()
         for i, r in enumerate(group):
             if i in taken:
@@ -187,12 +191,7 @@ def plan_clusters(
             )
             # The number guard: a changed number, or a number in another unit, is a different
             # fact, never a duplicate.
-            near = [
-                j
-                for j in near
-                if numbers[j] == numbers[i]
-                and same_units(group[j].memory.content, r.memory.content)
-            ]
+            near = [j for j in near if numbers[j] == numbers[i]]
             if not near:
                 continue
             cluster = Cluster(
