@@ -59,13 +59,25 @@ class StoreContext:
             self._store.close()
 
 
+class ZMemCommand(click.Command):
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        # What the parsed options say wins over the early reading of the words.
+        fmt = ctx.params.get("fmt")
+        output.json_errors(bool(ctx.params.get("as_json")) or fmt in ("json", "both"))
+        return super().invoke(ctx)
+
+
 class ZMemGroup(click.Group):
+    command_class = ZMemCommand
+
     def make_context(self, info_name, args, parent=None, **extra):  # type: ignore[override]
+        if parent is None:
+            output.json_errors(output.asks_json(args))
         # Errors in the group's own options, in the same one-line shape as everything else.
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:
-            output.error(f"{exc.format_message()} (see 'zmem --help')")
+            output.error(f"{exc.format_message()} (see 'zmem --help')", exc.exit_code)
             sys.exit(exc.exit_code)
         except BrokenPipeError:  # `zmem --help | head`
             output.reader_gone()
@@ -101,17 +113,17 @@ class ZMemGroup(click.Group):
         try:
             return super().invoke(ctx)
         except ZMemError as exc:
-            output.error(str(exc))
+            output.error(str(exc), exc.exit_code)
             ctx.exit(exc.exit_code)
         except apsw.Error as exc:
             # A damaged file, a lock held past the busy timeout, a full disk: one line naming
             # the problem and the fix, never the driver's traceback.
             failure = failures.explain(exc, ctx.obj.store_hint() if ctx.obj else None)
-            output.error(str(failure))
+            output.error(str(failure), failure.exit_code)
             ctx.exit(failure.exit_code)
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
-            output.error(f"{exc.format_message()} (see '{where} --help')")
+            output.error(f"{exc.format_message()} (see '{where} --help')", exc.exit_code)
             ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
@@ -124,7 +136,8 @@ class ZMemGroup(click.Group):
                 raise
             output.error(
                 f"internal error ({type(exc).__name__}: {exc}); this is a bug in zmem: "
-                "ZMEM_DEBUG=1 shows the traceback"
+                "ZMEM_DEBUG=1 shows the traceback",
+                INTERNAL_ERROR,
             )
             ctx.exit(INTERNAL_ERROR)
 

@@ -4,7 +4,7 @@ people, and warnings on stderr."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sized
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from typing import Any, TypeVar
 
 import click
@@ -53,10 +53,42 @@ def reader_gone() -> None:
         pass
 
 
-def error(text: str) -> None:
+# Whether the command running asked for JSON (--json, --format json|both): a failure then also
+# prints one JSON object on stdout, {"error": <the stderr line's text>, "exit": <code>}, so a
+# script reading stdout always gets a document (docs/cli.md). Set at every invocation's start
+# (the resident process runs many in one interpreter).
+_json_errors = [False]
+
+
+def json_errors(on: bool) -> None:
+    _json_errors[0] = on
+
+
+def asks_json(args: Iterable[str]) -> bool:
+    """Whether a command line asks for JSON output, read before click parses it (a usage error
+    comes before any parameter has a value)."""
+    words = list(args)
+    for i, word in enumerate(words):
+        if word == "--":
+            break
+        if word == "--json" or word in ("--format=json", "--format=both"):
+            return True
+        if word == "--format" and i + 1 < len(words) and words[i + 1] in ("json", "both"):
+            return True
+    return False
+
+
+def error(text: str, exit_code: int | None = None) -> None:
     """The one stderr line of a failed command (click's messages can span lines: a missing
-    choice option lists its choices one per line)."""
-    click.echo(f"zmem: error: {' '.join(text.split())}", err=True)
+    choice option lists its choices one per line); with JSON asked for, the same as one JSON
+    object on stdout."""
+    line = " ".join(text.split())
+    click.echo(f"zmem: error: {line}", err=True)
+    if _json_errors[0] and exit_code is not None:
+        try:
+            click.echo(json.dumps({"error": line, "exit": exit_code}, ensure_ascii=False))
+        except (BrokenPipeError, OSError):
+            pass  # the reader left; the exit code still says it
 
 
 def warn(text: str) -> None:
@@ -340,6 +372,17 @@ def hub_sync_text(r: Mapping[str, Any]) -> str:
             f"{r['secret_warnings']} row(s) pushed verbatim though they look like they hold "
             "secrets (capture mode is not auto)"
         )
+    if r.get("quarantined"):
+        lines.append(
+            f"{r['quarantined']} object(s) from the hub quarantined, not applied "
+            "(`zmem sync --status` lists them)"
+        )
+    if r.get("refused"):
+        lines.append(f"{r['refused']} object(s) of this store refused by the hub")
+    if r.get("deferred"):
+        lines.append(f"{r['deferred']} object(s) held by another session on the hub: next sync")
+    if r.get("read_only"):
+        lines.append(f"read-only, pulled only: {', '.join(r['read_only'])}")
     ingest = r.get("ingest") or {}
     for key, label in (("deduped", "retired as duplicates"), ("redacted", "redacted on arrival"),
                        ("injection_risk", "tagged prompt-injection-risk"),
@@ -363,4 +406,34 @@ def hub_status_text(s: Mapping[str, Any]) -> str:
         lines.append(f"behind      {s['behind']} object(s) to pull")
     if s.get("last_error"):
         lines.append(f"last error  {s['last_error']}")
+    if s.get("distrusted"):
+        lines.append(f"distrusted  {', '.join(s['distrusted'])} (kept out of passive injection)")
+    if s.get("quarantined") or s.get("refused"):
+        lines.append(
+            f"quarantine  {s.get('quarantined', 0)} pulled object(s) set aside, "
+            f"{s.get('refused', 0)} of this store's refused by the hub"
+        )
+        for q in s.get("quarantine", [])[:10]:
+            who = f"{q['writer']}@{q['machine']}" if q.get("writer") else "?"
+            lines.append(
+                f"  {q['direction']} {q['kind']} {str(q['key'])[:40]} (seq {q['seq']}, by {who}): "
+                f"{q['reason']}"
+            )
+    return "\n".join(lines)
+
+
+def hub_members_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return "no members yet: zmem hub grant --url URL --role ROLE --namespace NS"
+    lines = []
+    for m in rows:
+        grants = (
+            ", ".join(g["namespace"] + ("" if g["write"] else " (read-only)") for g in m["grants"])
+            or "no grants"
+        )
+        flag = "" if m["member"] else " [removed]"
+        lines.append(
+            f"{m['role']}{flag}: {grants}; {m['memories_written']} memory(ies) written, "
+            f"{m['retired']} retired; last change {m['last_change'] or 'never'}"
+        )
     return "\n".join(lines)
