@@ -10,7 +10,10 @@ bench starts itself (tests/pg_server.py):
 - what the hub costs: rows and bytes per object.
 
     .venv/bin/python bench/hub.py [--rows 100000] [--minilm-rows 10000] [--machines 20]
-        [--machine-rows 500] [--hooks 1000]
+        [--machine-rows 500] [--hooks 1000] [--src DIR] [--skip initial,minilm,fleet,hooks]
+
+--src runs every zmem process on another tree's src/ (a worktree of the previous main), so the
+two can be measured side by side on one machine.
 """
 
 from __future__ import annotations
@@ -55,8 +58,13 @@ def corpus(path: Path, rows: int, seed: int, namespace: str = NS) -> None:
             }) + "\n")  # fmt: skip
 
 
+SRC: list[str] = []  # --src: the tree whose zmem the processes run
+
+
 def env_for(data: Path, profile: str, pgpass: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZMEM_", "PG"))}
+    if SRC:
+        env["PYTHONPATH"] = SRC[0]
     env.update(ZMEM_DATA=str(data), ZMEM_STORE=str(data / "store.sqlite"),
                ZMEM_EMBED_PROFILE=profile, ZMEM_HOOK_DAEMON="0", ZMEM_SESSION_UPKEEP="0",
                PGPASSFILE=str(pgpass))  # fmt: skip
@@ -73,6 +81,7 @@ def zmem(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 def store_with(work: Path, name: str, rows: int, seed: int, profile: str, pgpass: Path) -> Path:
     """A data dir whose store holds `rows` lessons in NS, built through bulk ingest (cached)."""
+    # Built by whichever tree runs first: a store's format is the same (schema v13) in both.
     cache = Path.home() / ".cache" / "zmem-bench" / f"hub-{profile}-{rows}-{seed}.sqlite"
     data = work / name
     data.mkdir(parents=True)
@@ -190,7 +199,8 @@ def hooks_with_hub_down(pg, work: Path, n: int, pgpass: Path) -> dict:
     doc = json.loads(config.read_text())
     doc["url"] = doc["url"].replace(str(pg.port), "9")  # the hub is down: nobody answers there
     config.write_text(json.dumps(doc))
-    daemons = [hook_bench.start_resident(sys.executable, d, dict(e, PYTHONPATH=str(ROOT / "src")))
+    path = SRC[0] if SRC else str(ROOT / "src")
+    daemons = [hook_bench.start_resident(sys.executable, d, dict(e, PYTHONPATH=path))
                for d, e in ((down, env_down), (alone, env_alone))]  # fmt: skip
     times: dict[str, list[float]] = {"down": [], "alone": []}
     try:
@@ -258,7 +268,10 @@ def main() -> None:
     ap.add_argument("--machine-rows", type=int, default=500)
     ap.add_argument("--hooks", type=int, default=1000)
     ap.add_argument("--skip", default="", help="comma-separated: initial,minilm,fleet,hooks")
+    ap.add_argument("--src", default=None, help="run zmem from this tree's src/ (default: ours)")
     args = ap.parse_args()
+    if args.src:
+        SRC.append(str(Path(args.src).resolve()))
     skip = set(filter(None, args.skip.split(",")))
     work = Path(tempfile.mkdtemp(prefix="zmem-bench-hub-"))
     with pg_server.postgres() as pg:
@@ -279,7 +292,8 @@ def main() -> None:
         def fresh() -> None:
             pg.sql("TRUNCATE zmem_hub.record")
 
-        print(f"\nteam hub on loopback, PostgreSQL 15, {os.cpu_count()} cores")
+        print(f"\nteam hub on loopback, PostgreSQL 15, {os.cpu_count()} cores; zmem from "
+              f"{SRC[0] if SRC else ROOT / 'src'}")  # fmt: skip
         if "initial" not in skip:
             r = initial(pg, work, args.rows, "fake", pgpass, 1)
             size = hub_size(pg)

@@ -151,6 +151,23 @@ def hub(server, monkeypatch):
 
 
 @pytest.fixture
+def hub_factory(server, monkeypatch):
+    """A fresh hub for each hypothesis example (the `hub` fixture runs once per test)."""
+    monkeypatch.setenv("PGPASSFILE", str(server.pgpass))
+
+    def make():
+        server.sql("DROP SCHEMA IF EXISTS zmem_hub CASCADE")
+        admin = server.url(password=None)
+        assert CliRunner().invoke(cli, ["hub", "init", "--url", admin]).exit_code == 0
+        for role, ns in (("alice", NS), ("bob", NS), ("carol", OTHER)):
+            args = ["hub", "grant", "--url", admin, "--role", role, "--namespace", ns]
+            assert CliRunner().invoke(cli, args).exit_code == 0
+        return server
+
+    return make
+
+
+@pytest.fixture
 def machines(hub, tmp_path):
     def make(role: str = "alice") -> Machine:
         return Machine(tmp_path, hub, role)

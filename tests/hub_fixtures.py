@@ -20,8 +20,13 @@ ROLES = {"alice": "alice-pw-91", "bob": "bob-pw-27", "carol": "carol-pw-55"}
 class Machine:
     """One data dir and store, as one machine of the team, driven through the real CLI."""
 
+    _made: dict[Path, int] = {}
+
     def __init__(self, base: Path, server, role: str) -> None:
-        self.data = base / f"data-{role}-{len(list(base.iterdir()))}"
+        # Numbered per base, not by what the folder holds: a machine's data dir appears only
+        # when it first writes, and two machines made before that must not share one.
+        n = Machine._made[base] = Machine._made.get(base, len(list(base.iterdir()))) + 1
+        self.data = base / f"data-{role}-{n}"
         self.store = self.data / "store.sqlite"
         self.url = server.url(user=role, password=None)
         self.role = role

@@ -100,10 +100,12 @@ def test_query_ops_tokens_are_never_severed():
         "https://github.com/Acme/Widget",
         "https://user@GitHub.com/Acme/Widget.git/",
         "ssh://git@github.com:22/Acme/Widget.git",
+        "https://github.com/acme/widget",
     ],
 )
 def test_remote_spellings_agree(url):
-    assert namespace.canonical_remote(url) == "github.com/Acme/Widget"
+    # Case too (issue 47): the forges compare owner and repository without it.
+    assert namespace.canonical_remote(url) == "github.com/acme/widget"
 
 
 def test_two_clones_share_a_namespace_and_plain_dirs_use_basename(tmp_path: Path):

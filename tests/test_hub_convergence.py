@@ -137,27 +137,6 @@ def test_three_machines_converge_whatever_the_order(
     assert {tuple(k.split(">")) for k in kinds.get("link", set())} == states[0]["links"]
 
 
-@pytest.fixture
-def hub_factory(server, monkeypatch):
-    """A fresh hub for each hypothesis example (the `hub` fixture runs once per test)."""
-    from click.testing import CliRunner
-
-    from hub_fixtures import OTHER
-
-    monkeypatch.setenv("PGPASSFILE", str(server.pgpass))
-
-    def make():
-        server.sql("DROP SCHEMA IF EXISTS zmem_hub CASCADE")
-        admin = server.url(password=None)
-        assert CliRunner().invoke(cli, ["hub", "init", "--url", admin]).exit_code == 0
-        for role, ns in (("alice", NS), ("bob", NS), ("carol", OTHER)):
-            args = ["hub", "grant", "--url", admin, "--role", role, "--namespace", ns]
-            assert CliRunner().invoke(cli, args).exit_code == 0
-        return server
-
-    return make
-
-
 # ---- kill -9 ------------------------------------------------------------------------------------
 
 

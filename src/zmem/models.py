@@ -28,6 +28,23 @@ SIGNAL_CONFIDENCE = {
 }
 
 GLOBAL_NAMESPACE = "user:global"
+# A project namespace named after a git remote (project:<host.tld>/<path>): hosts and the big
+# forges compare owner and repository without case, so the key is lower-cased (ASCII only, the
+# same in every locale, as the team hub's SQL does it).
+_REMOTE_NAMESPACE_PREFIX = "project:"
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def fold_namespace_case(namespace: str) -> str:
+    """The one spelling of a remote-derived project namespace; any other namespace as it is."""
+    if not namespace.startswith(_REMOTE_NAMESPACE_PREFIX):
+        return namespace
+    head = namespace[len(_REMOTE_NAMESPACE_PREFIX) :].split("/", 1)
+    if len(head) < 2 or "." not in head[0]:
+        return namespace
+    return namespace.translate(_ASCII_LOWER)
+
+
 MAX_CONTENT_CHARS = 65536
 MAX_NAMESPACE_CHARS = 200
 MAX_TAG_CHARS = 100
@@ -263,6 +280,29 @@ class MergePlan:
 
 
 @dataclass(frozen=True)
+class Origin:
+    """Who wrote a row that came from the team hub (the hub checked the login), from which
+    machine, and who retired it there; `mine` when the author is this store's own role."""
+
+    author: str
+    machine: str | None
+    mine: bool
+    retired_by: str | None = None
+    retired_machine: str | None = None
+    retired_at: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "author": self.author,
+            "machine": self.machine,
+            "mine": self.mine,
+            "retired_by": self.retired_by,
+            "retired_machine": self.retired_machine,
+            "retired_at": self.retired_at,
+        }
+
+
+@dataclass(frozen=True)
 class Hit:
     """One recalled row and why it ranked: the composite score, its parts, the 1-based rank in
     each lane that found it, and the keys of rows that joined without matching (link
@@ -284,6 +324,7 @@ class Hit:
     contested_link: bool = False
     unfold_of: str | None = None
     unfold_hop: int | None = None
+    origin: Origin | None = None  # set for a row pulled from the team hub
 
     @property
     def id(self) -> str:
@@ -320,4 +361,6 @@ class Hit:
             )
         if self.unfold_of is not None:
             out.update(unfold_of=self.unfold_of, unfold_hop=self.unfold_hop)
+        if self.origin is not None:
+            out["origin"] = self.origin.to_dict()
         return out

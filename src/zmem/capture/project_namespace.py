@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from zmem.models import GLOBAL_NAMESPACE
+from zmem.models import GLOBAL_NAMESPACE, fold_namespace_case
 
 _REMOTE = re.compile(r'^\s*\[remote\s+"([^"]+)"\]\s*$')
 _URL = re.compile(r"^\s*url\s*=\s*(.+?)\s*$")
@@ -67,8 +67,8 @@ def remote_url(gitdir: Path) -> str | None:
 
 
 def canonical_remote(url: str) -> str | None:
-    """host/owner/repo, lower-cased host, no scheme, user, port, `.git` or trailing slash, so
-    https, ssh and scp spellings of one repository agree."""
+    """host/owner/repo, lower-cased (ASCII), no scheme, user, port, `.git` or trailing slash, so
+    https, ssh and scp spellings of one repository, in any case, agree."""
     url = url.strip()
     if not url:
         return None
@@ -87,8 +87,9 @@ def canonical_remote(url: str) -> str | None:
     path = path.strip("/")
     if not host or not path:
         return None
-    key = f"{host.lower()}/{path}"
-    return re.sub(r"\s+", "-", key)
+    key = re.sub(r"\s+", "-", f"{host.lower()}/{path}")
+    # Owner and repository compare without case on the forges: one spelling (models).
+    return fold_namespace_case(f"project:{key}").removeprefix("project:")
 
 
 def derive(cwd: str | Path | None) -> str:

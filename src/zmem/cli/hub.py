@@ -1,7 +1,7 @@
-"""The team hub's commands (issue 32): `hub init|grant|revoke` for whoever administers the
-PostgreSQL database, `hub join|leave` for each machine, and `sync` (with `--status`). Thin: the
-work is in sync.hub and the store's hub_sync. Credentials come from libpq's own places and are
-never printed."""
+"""The team hub's commands (issues 32, 47): `hub init|grant|revoke|members|remove` for whoever
+administers the PostgreSQL database, `hub join|leave|distrust|trust` for each machine, and
+`sync` (with `--status`). Thin: the work is in sync.hub and the store's hub methods.
+Credentials come from libpq's own places and are never printed."""
 
 from __future__ import annotations
 
@@ -23,8 +23,13 @@ def hub():
     \b
     An admin, once:     zmem hub init --url URL
                         zmem hub grant --url URL --role alice --namespace project:x
-    Each machine:       zmem hub join --url URL --namespace project:x
+    The team:           zmem hub members --url URL
+                        zmem hub remove --url URL --role bob [--purge] [--restore]
+    Each machine:       zmem hub join --url URL --namespace project:x [--namespace user:global]
+                        zmem hub distrust --role bob   (keep bob's rows out of injection)
     Then (also run by the session start, every ZMEM_HUB_SYNC_MINUTES):  zmem sync
+
+    user:global is each member's own: joining with it shares it across your machines only.
 
     Every store stays local and answers prompts from its own file; the hub is only reached
     by `zmem sync`, never by a hook.
@@ -41,9 +46,9 @@ def hub_init(url, as_json):
     with row level security, and the member role zmem_hub_member; running it again changes
     nothing. The URL is used for this run only.
     """
-    from zmem.sync import hub as team
+    from zmem.sync import hub_admin as admin
 
-    done = team.init(url)
+    done = admin.init(url)
     if as_json:
         output.emit_json(done)
         return
@@ -54,6 +59,11 @@ def hub_init(url, as_json):
         else ("migrated" if before != done["schema_version"] else "current")
     )
     output.emit(f"hub {done['hub']}: schema v{done['schema_version']} ({was})")
+    for role in done["unbounded_members"]:
+        output.warn(
+            f"could not set the session bounds on {role} (this role may not ALTER it): its "
+            "open transactions are ended only by the server's own settings"
+        )
 
 
 @hub.command("grant")
@@ -69,14 +79,16 @@ def hub_grant(url, role, namespaces, read_only, as_json):
     Row level security in PostgreSQL enforces it: the role sees no other namespace's rows,
     through ZMem or plain SQL.
     """
-    from zmem.sync import hub as team
+    from zmem.sync import hub_admin as admin
 
-    done = team.grant(url, role, namespaces, read_only=read_only)
+    done = admin.grant(url, role, namespaces, read_only=read_only)
     if as_json:
         output.emit_json(done)
         return
     mode = "read" if read_only else "read and write"
     output.emit(f"{role} may {mode} {', '.join(done['namespaces'])}")
+    if not done["bounded"]:
+        output.warn(f"could not set the session bounds on {role} (this role may not ALTER it)")
 
 
 @hub.command("revoke")
@@ -87,9 +99,9 @@ def hub_grant(url, role, namespaces, read_only, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 def hub_revoke(url, role, namespaces, as_json):
     """Take namespaces away from a member's role (admin); rows stay on the hub."""
-    from zmem.sync import hub as team
+    from zmem.sync import hub_admin as admin
 
-    done = team.revoke(url, role, namespaces)
+    done = admin.revoke(url, role, namespaces)
     if as_json:
         output.emit_json(done)
         return
@@ -113,14 +125,21 @@ def hub_join(obj, url, namespaces, as_json):
     answer.
     """
     from zmem.sync import hub as team
+    from zmem.sync import hub_admin as admin
 
     if not namespaces:
         raise UsageError("name the namespaces to share: --namespace NS (repeat for more)")
-    cfg = team.join(obj.settings(), url, namespaces)
+    plain = team.hubdb.transport_warning(url)
+    if plain:
+        output.warn(plain)  # before connecting: the login would cross the network too
+    cfg, warnings = admin.join(obj.settings(), url, namespaces)
+    for line in warnings:
+        output.warn(line)
+    warnings = [plain, *warnings] if plain else warnings
     if as_json:
         output.emit_json({
             "hub": team.hubdb.describe(cfg.url), "namespaces": cfg.namespaces,
-            "machine": cfg.machine, "role": cfg.role, "store": cfg.store,
+            "machine": cfg.machine, "role": cfg.role, "store": cfg.store, "warnings": warnings,
         })  # fmt: skip
         return
     output.emit(
@@ -131,22 +150,108 @@ def hub_join(obj, url, namespaces, as_json):
 
 
 @hub.command("leave")
+@click.option("--namespace", "namespaces", multiple=True, metavar="NS",
+              help="Stop sharing only this namespace (repeat); the others stay.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
-def hub_leave(obj, as_json):
-    """Stop sharing: this data dir forgets the hub. The store keeps every row it holds, and
-    the hub keeps every row this machine pushed."""
+def hub_leave(obj, namespaces, as_json):
+    """Stop sharing: this data dir forgets the hub (or, with --namespace, those namespaces).
+    The store keeps every row it holds, and the hub keeps every row this machine pushed."""
     from zmem.sync import hub as team
+    from zmem.sync import hub_admin as admin
 
-    cfg = team.leave(obj.settings())
-    doc = {"left": cfg is not None,
-           "hub": team.hubdb.describe(cfg.url) if cfg else None}  # fmt: skip
+    settings = obj.settings()
+    cfg = admin.leave(settings, namespaces)
+    still = team.load_config(settings.data_dir)
+    doc = {"left": cfg is not None and still is None,
+           "hub": team.hubdb.describe(cfg.url) if cfg else None,
+           "namespaces": still.namespaces if still else []}  # fmt: skip
     if as_json:
         output.emit_json(doc)
     elif cfg is None:
         output.emit("this data dir shared nothing")
+    elif still is not None:
+        output.emit(f"still sharing {', '.join(still.namespaces)} with {doc['hub']}")
     else:
         output.emit(f"left {doc['hub']}: nothing more is pushed or pulled")
+
+
+@hub.command("members")
+@click.option("--url", required=True, metavar="URL", help=URL_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the members as one JSON document.")
+def hub_members(url, as_json):
+    """List the team (admin): each member's grants (read-only marked), the memories they
+    wrote, the ones they retired, and their last change."""
+    from zmem.sync import hub_admin as admin
+
+    rows = admin.members(url)
+    if as_json:
+        output.emit_json({"members": rows})
+        return
+    output.emit(output.hub_members_text(rows))
+
+
+@hub.command("remove")
+@click.option("--url", required=True, metavar="URL", help=URL_HELP)
+@click.option("--role", required=True, help="The member to take off the team.")
+@click.option("--purge", is_flag=True,
+              help="Also retire every memory the member wrote: each machine pulls the "
+              "retirement and its reason.")  # fmt: skip
+@click.option("--restore", is_flag=True,
+              help="Also bring back, as new live rows pointing at the old ones, the memories of "
+              "other members that this member retired.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
+def hub_remove(url, role, purge, restore, as_json):
+    """Take a member off the team (admin): every grant and the member role are revoked, so
+    their next sync is refused; their login role itself is yours to drop."""
+    from zmem.sync import hub_admin as admin
+
+    done = admin.remove(url, role, purge=purge, restore=restore)
+    if as_json:
+        output.emit_json(done)
+        return
+    parts = [f"{role}: {done['grants_removed']} grant(s) revoked"]
+    if purge:
+        parts.append(f"{done['purged']} memory(ies) they wrote retired")
+    if restore:
+        parts.append(f"{done['restored']} memory(ies) they retired restored")
+    output.emit("; ".join(parts))
+
+
+@hub.command("distrust")
+@click.option("--role", required=True, help="The member whose rows to keep out.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
+@click.pass_obj
+def hub_distrust(obj, role, as_json):
+    """Keep a member's rows out of every passive injection on this machine (the hooks, the
+    session start); `recall`, `search` and `get` still find them. Undo with `zmem hub trust`."""
+    store = obj.store()
+    changed = store.hub_distrust(role, on=True)
+    _trust_result(role, True, changed, store.hub_distrusted(), as_json)
+
+
+@hub.command("trust")
+@click.option("--role", required=True, help="The member whose rows may be injected again.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
+@click.pass_obj
+def hub_trust(obj, role, as_json):
+    """Let a member's rows back into passive injection on this machine (`hub distrust`'s
+    undo). Rows of other members are still screened as untrusted tool output."""
+    store = obj.store()
+    changed = store.hub_distrust(role, on=False)
+    _trust_result(role, False, changed, store.hub_distrusted(), as_json)
+
+
+def _trust_result(role: str, distrusted: bool, changed: bool, roles: list[str], as_json: bool):
+    if as_json:
+        output.emit_json({"role": role, "distrusted": distrusted, "changed": changed,
+                          "distrusted_roles": roles})  # fmt: skip
+        return
+    if distrusted:
+        state = "kept out of passive injection" if changed else "already kept out"
+    else:
+        state = "injected again" if changed else "already trusted"
+    output.emit(f"{role}'s rows: {state} on this machine")
 
 
 @cli.command("sync")
@@ -176,6 +281,8 @@ def sync(obj, show_status, batch, as_json):
         if cfg is None:
             raise UsageError("this data dir shares nothing: zmem hub join --url URL --namespace NS")
         st = team.status(settings, cfg)
+        if settings.store_path.exists():
+            st["distrusted"] = obj.store().hub_distrusted()
         if as_json:
             output.emit_json(st)
             return

@@ -52,14 +52,26 @@ def list_(obj, namespace, all_namespaces, type_, include_superseded, as_of, limi
         as_of=as_of,
         limit=limit,
     )
+    origins = store.origins([m.id for m in rows])
     if as_json:
-        output.emit_json([m.to_dict() for m in rows])
+        output.emit_json([_with_origin(m.to_dict(), origins.get(m.id)) for m in rows])
         return
     for m in rows:
         state = source_state(m.source_ref, m.source_hash)
-        output.emit(output.memory_line(m, store.injection_risk(m), state == "stale"))
+        line = output.memory_line(m, store.injection_risk(m), state == "stale")
+        came = origins.get(m.id)
+        if came is not None and not came.mine:
+            line += f"  (written by {came.author})"
+        output.emit(line)
     if not rows:
         output.emit("no memories" + (f" in {namespace}" if namespace else ""))
+
+
+def _with_origin(row: dict, came) -> dict:
+    """A listed row, with who wrote it when it came from the team hub."""
+    if came is not None:
+        row["origin"] = came.to_dict()
+    return row
 
 
 @cli.command()

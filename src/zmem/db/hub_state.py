@@ -1,8 +1,9 @@
 """A store's bookkeeping for the team hub, in a side file of its own (`<data dir>/hub/state.sqlite`,
 beside hub.json): which objects the hub is known to hold (pushed from here or pulled), with who
-wrote them from where; the cursors of the last push and pull; and the last sync's status. The
-store itself keeps its schema; losing this file only costs a full re-push, which the hub
-answers without a change (its merge is idempotent)."""
+wrote them from where; the cursors of the last push and pull; the objects a pull quarantined
+(and the ones the hub refused from this store); and the last sync's status. The store itself
+keeps its schema; losing this file only costs a full re-push, which the hub answers without a
+change, and a full re-pull, which the store answers without one."""
 
 from __future__ import annotations
 
@@ -23,6 +24,22 @@ CREATE TABLE IF NOT EXISTS known (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS cursor (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS status (key TEXT PRIMARY KEY, value TEXT);
+-- Text cursors: the pull's snapshots (the last one read up to, the window being read).
+CREATE TABLE IF NOT EXISTS mark (name TEXT PRIMARY KEY, value TEXT);
+-- What a pull refused to apply (direction 'pull'), and what the hub refused from this store
+-- ('push'): never retried, always reported.
+CREATE TABLE IF NOT EXISTS quarantine (
+    direction TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    seq       INTEGER NOT NULL DEFAULT 0,
+    namespace TEXT,
+    writer    TEXT,
+    machine   TEXT,
+    reason    TEXT NOT NULL,
+    at        TEXT NOT NULL,
+    PRIMARY KEY (direction, kind, key, seq)
+) WITHOUT ROWID;
 """
 
 
@@ -104,3 +121,40 @@ def writers(conn: apsw.Connection) -> list[tuple[str, str, str, str, int]]:
         "SELECT namespace, kind, coalesce(writer, '?'), coalesce(machine, '?'), count(*) "
         "FROM known GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 5 DESC"
     )]  # fmt: skip
+
+
+def marks(conn: apsw.Connection) -> dict[str, str | None]:
+    return dict(conn.execute("SELECT name, value FROM mark"))
+
+
+def set_marks(conn: apsw.Connection, values: dict[str, str | None]) -> None:
+    conn.executemany(
+        "INSERT INTO mark (name, value) VALUES (?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        list(values.items()),
+    )
+
+
+def quarantine(
+    conn: apsw.Connection,
+    direction: str,
+    rows: Iterable[tuple[str, str, int, str | None, str | None, str | None, str]],
+    at: str,
+) -> None:
+    """(kind, key, seq, namespace, writer, machine, reason) set aside; the same change twice
+    is kept once."""
+    conn.executemany(
+        "INSERT INTO quarantine (direction, kind, key, seq, namespace, writer, machine, reason, "
+        "at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        [(direction, *r, at) for r in rows],
+    )
+
+
+def quarantined(conn: apsw.Connection, limit: int = 20) -> tuple[dict[str, int], list[dict]]:
+    """(count per direction, the newest `limit` entries)."""
+    counts = dict(conn.execute("SELECT direction, count(*) FROM quarantine GROUP BY 1"))
+    cols = ("direction", "kind", "key", "seq", "namespace", "writer", "machine", "reason", "at")
+    rows = conn.execute(
+        f"SELECT {', '.join(cols)} FROM quarantine ORDER BY at DESC, seq DESC LIMIT ?", (limit,)
+    )
+    return counts, [dict(zip(cols, r, strict=True)) for r in rows]

@@ -466,7 +466,13 @@ def insert_namespace_alias(conn: apsw.Connection, alias: str, namespace: str, at
 
 
 def namespace_aliases(conn: apsw.Connection, namespace: str) -> list[str]:
-    """The namespace plus every old key that migrated to it (v5 aliases)."""
+    """The namespace plus every old key that migrated to it (v5 aliases). An old key itself
+    reads as the namespace it migrated to: its rows moved there, or were joined by new ones."""
+    target = conn.execute(
+        "SELECT namespace FROM namespace_alias WHERE alias = ?", (namespace,)
+    ).fetchone()
+    if target is not None and target[0] != namespace:
+        namespace = target[0]
     rows = conn.execute("SELECT alias FROM namespace_alias WHERE namespace = ?", (namespace,))
     return [namespace, *(r[0] for r in rows if r[0] != namespace)]
 

@@ -11,9 +11,12 @@ from dataclasses import dataclass
 
 import apsw
 
+from zmem.config import now_iso
+from zmem.db import vectors
 from zmem.db.connect import transaction
-from zmem.db.memories import POSTINGS_CAP, dedup_terms
+from zmem.db.memories import POSTINGS_CAP, add_terms, dedup_terms
 from zmem.errors import SchemaError
+from zmem.models import fold_namespace_case
 from zmem.tokens import similarity_norm
 
 SCHEMA_VERSION = 13
@@ -82,6 +85,51 @@ def _convert_term_df(conn: apsw.Connection) -> None:
             "SELECT term, df, posts FROM term_df_without_rowid ORDER BY term"
         )
         conn.execute("DROP TABLE term_df_without_rowid")
+
+
+_CASE_FOLDED = "namespace_case_folded"
+
+
+def _fold_namespace_case(conn: apsw.Connection) -> None:
+    """Give remote-derived project namespaces their one spelling (models.fold_namespace_case),
+    once per store: the hooks used to keep the repository path's case, so a clone by its
+    `git@…:Acme/WebApp.git` remote and one by `https://…/acme/webapp` wrote two namespaces.
+    Every row, live or retired, and every episode moves (the live rows' vectors and dedup
+    counts with them); the old spelling stays an alias, so anything that still names it reads
+    the same rows. The schema version does not move: the data changed, not the layout. A
+    marker in meta says it is done; checking it is one primary-key read per open."""
+    done = conn.execute("SELECT 1 FROM meta WHERE key = ?", (_CASE_FOLDED,)).fetchone()
+    if done is not None:
+        return
+    with transaction(conn):
+        if conn.execute("SELECT 1 FROM meta WHERE key = ?", (_CASE_FOLDED,)).fetchone():
+            return  # another process did it meanwhile
+        spaces = [r[0] for r in conn.execute(
+            "SELECT namespace FROM memory UNION SELECT namespace FROM episode"
+        )]  # fmt: skip
+        at = now_iso()
+        for old in spaces:
+            new = fold_namespace_case(old)
+            if new == old:
+                continue
+            live = conn.execute(
+                "SELECT rid, content_norm, embedding FROM memory WHERE namespace = ? "
+                "AND superseded_at IS NULL",
+                (old,),
+            ).fetchall()
+            conn.execute("UPDATE memory SET namespace = ? WHERE namespace = ?", (new, old))
+            conn.execute("UPDATE episode SET namespace = ? WHERE namespace = ?", (new, old))
+            for rid, norm, blob in live:
+                if blob is not None:
+                    vectors.move(conn, rid, new, blob)
+                add_terms(conn, rid, new, norm or "")
+            conn.execute(
+                "INSERT OR IGNORE INTO namespace_alias (alias, namespace, created_at) "
+                "VALUES (?, ?, ?)",
+                (old, new, at),
+            )
+            conn.execute("UPDATE namespace_alias SET namespace = ? WHERE namespace = ?", (new, old))
+        conn.execute("INSERT INTO meta (key, value) VALUES (?, '1')", (_CASE_FOLDED,))
 
 
 def _normalise_merged_from(conn: apsw.Connection) -> None:
@@ -157,6 +205,7 @@ def migrate(
         )
     if current == SCHEMA_VERSION:
         _convert_term_df(conn)
+        _fold_namespace_case(conn)
         return current
     for migration in load_migrations():
         if migration.version <= current:
@@ -173,4 +222,5 @@ def migrate(
                 (str(migration.version),),
             )
     _convert_term_df(conn)
+    _fold_namespace_case(conn)
     return schema_version(conn)

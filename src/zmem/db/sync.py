@@ -80,6 +80,18 @@ def namespaces_of(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, str]:
     return found
 
 
+def episode_namespaces(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, str]:
+    """id -> namespace of the episode ids this store holds."""
+    found: dict[str, str] = {}
+    for start in range(0, len(ids), CHUNK):
+        chunk = ids[start : start + CHUNK]
+        marks = ",".join("?" * len(chunk))
+        found.update(
+            conn.execute(f"SELECT id, namespace FROM episode WHERE id IN ({marks})", chunk)
+        )
+    return found
+
+
 def present_ids(conn: apsw.Connection, ids: Sequence[str]) -> set[str]:
     return set(namespaces_of(conn, ids))
 

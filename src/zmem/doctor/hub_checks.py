@@ -21,17 +21,28 @@ def hub(settings: config.Settings) -> dict[str, Any]:
         return check("hub", WARN, str(exc))
     if cfg is None:
         return check("hub", NA, "this data dir shares nothing with a team hub", joined=False)
-    st, _, writers = team.recorded(settings.data_dir)
+    rec = team.recorded(settings.data_dir)
+    st = rec.status
     where = team.hubdb.describe(cfg.url)
+    quarantined = rec.quarantine_counts.get("pull", 0)
+    refused = rec.quarantine_counts.get("push", 0)
     extra = {
         "joined": True, "hub": where, "role": cfg.role, "machine": cfg.machine,
         "namespaces": cfg.namespaces, "last_push": st.get("last_push"),
         "last_pull": st.get("last_pull"), "last_error": st.get("last_error"),
-        "writers": [list(w) for w in writers],
+        "writers": [list(w) for w in rec.writers], "quarantined": quarantined,
+        "refused": refused, "quarantine": rec.quarantine,
     }  # fmt: skip
     shared = f"{', '.join(cfg.namespaces)} with {where} as {cfg.role}"
     if Path(settings.store_path).resolve() != Path(cfg.store).resolve():
         return check("hub", WARN, f"joined for the store {cfg.store}, not this one", **extra)
+    if quarantined or refused:
+        return check(
+            "hub", WARN,
+            f"sharing {shared}; {quarantined} object(s) from the hub quarantined and "
+            f"{refused} of this store's refused by it (`zmem sync --status` lists them)",
+            **extra,
+        )  # fmt: skip
     if st.get("last_error"):
         return check(
             "hub", WARN, f"sharing {shared}; the last sync failed: {st['last_error']}", **extra

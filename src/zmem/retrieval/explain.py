@@ -25,6 +25,7 @@ EXPLAIN_REASONS = (
     "below_floor",
     "omitted_injection",
     "omitted_untrusted_web",
+    "omitted_distrusted",
     "namespace",
     "superseded",
     "not_valid_at_as_of",

@@ -11,7 +11,7 @@ from dataclasses import replace
 from zmem.db import recall as db
 from zmem.models import Hit
 from zmem.retrieval.request import RecallRequest, Tier
-from zmem.retrieval.scoring import ScoringContext, passive_block
+from zmem.retrieval.scoring import ScoringContext
 
 EXPAND_RELATIONS = ("related", "supports", "contradicts")
 
@@ -32,7 +32,7 @@ def expand(
         for m, relation, score in db.neighbours(ctx.conn, h.id, EXPAND_RELATIONS, scopes[h.tier]):
             if m.id in present:
                 continue
-            if req.passive and passive_block(m) is not None:
+            if req.passive and ctx.passive_block(m) is not None:
                 continue  # a passive surface never shows such a row, link or not
             contested = relation == "contradicts"
             if contested and ctx.effective(m)[0] < floor:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import apsw
 
 from zmem.config import Settings
+from zmem.db import origin
 from zmem.db import recall as db
 from zmem.db.memories import namespace_aliases
 from zmem.db.recall import Scope
@@ -31,7 +32,7 @@ from zmem.retrieval.request import (
     TraceEntry,
     Tracer,
 )
-from zmem.retrieval.scoring import ScoringContext, passive_block, row_injection_risk
+from zmem.retrieval.scoring import ScoringContext, row_injection_risk
 
 if TYPE_CHECKING:
     from zmem.retrieval.vector_cache import VectorCache
@@ -179,6 +180,7 @@ def floor_and_score(
 
 
 def passive_filter(
+    ctx: ScoringContext,
     order: list[int],
     fused: Fused,
     scored: dict[int, Scored],
@@ -196,7 +198,7 @@ def passive_filter(
             break  # the rest is below the limit whatever the filter says
         checked = pos + 1
         m = fused.cands[rid].memory
-        blocked = passive_block(m)
+        blocked = ctx.passive_block(m)
         if blocked is None:
             kept.append(rid)
             continue
@@ -292,7 +294,7 @@ def run_tier(
     window = max(MMR_WINDOW_MIN, tier.limit * MMR_WINDOW_PER_RESULT)
     omitted: list[str] = []
     if req.passive:
-        order, omitted = passive_filter(order, fused, scored, tier, window, tracer)
+        order, omitted = passive_filter(ctx, order, fused, scored, tier, window, tracer)
     if not req.no_mmr and ctx.settings.mmr_lambda < 1.0:
         order = diversify(order, fused, scored, tier, window, ctx.settings.mmr_lambda)
     return TierResult(cut(order, fused, scored, tier, tracer), len(fused.rrf), omitted)
@@ -338,8 +340,7 @@ def run(
     if unfold:
         hits += lineage.unfold(ctx, hits, report.tiers)
 
-    cards = db.entity_cards(conn, [h.id for h in hits])
-    report.hits = [_with_cards(h, cards.get(h.id, [])) for h in hits]
+    report.hits = _with_cards(conn, hits)
     report.warnings = ctx.warnings
     _finish(report, settings, req, tracer)
     if tracer.on:
@@ -403,7 +404,7 @@ def run_recent(conn: apsw.Connection, settings: Settings, req: RecallRequest) ->
             for m in rows:
                 if ctx.effective(m)[0] < floor:
                     continue
-                blocked = passive_block(m) if req.passive else None
+                blocked = ctx.passive_block(m) if req.passive else None
                 if blocked is not None:
                     report.omit(blocked)  # it was newer than what fills the tier
                     continue
@@ -414,11 +415,15 @@ def run_recent(conn: apsw.Connection, settings: Settings, req: RecallRequest) ->
             if len(rows) < page or offset >= RECENT_MAX_SCAN:
                 break  # the end of the tier, or a bound on a store that is mostly blocked
         hits += taken
-    cards = db.entity_cards(conn, [h.id for h in hits])
-    report.hits = [_with_cards(h, cards.get(h.id, [])) for h in hits]
+    report.hits = _with_cards(conn, hits)
     report.warnings = ctx.warnings
     return _finish(report, settings, req)
 
 
-def _with_cards(h: Hit, cards: list[tuple[str, str, str]]) -> Hit:
-    return replace(h, entities=tuple(cards))
+def _with_cards(conn: apsw.Connection, hits: list[Hit]) -> list[Hit]:
+    """Each hit with its entity cards and, for a row pulled from the team hub, who wrote it
+    (the rendered line names another member as its author)."""
+    ids = [h.id for h in hits]
+    cards = db.entity_cards(conn, ids)
+    origins = origin.of(conn, ids)
+    return [replace(h, entities=tuple(cards.get(h.id, [])), origin=origins.get(h.id)) for h in hits]

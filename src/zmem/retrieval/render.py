@@ -78,6 +78,10 @@ def row_line(hit: Hit, passive: bool) -> str:
         facts.append(f"before {hit.unfold_of[:8]}")
     if m.source_ref:
         facts.append(f"source {_inline(m.source_ref)}")
+    if hit.origin is not None and not hit.origin.mine:
+        # A teammate's row (the hub checked who wrote it): the reader weighs it as theirs.
+        where = f" on {_inline(hit.origin.machine)}" if hit.origin.machine else ""
+        facts.append(f"written by {_inline(hit.origin.author)}{where}")
     prefix = " ".join(tags_for(hit, passive))
     body = _neutralise(m.content)
     return f"- {prefix + ' ' if prefix else ''}{body} ({' · '.join(facts)})"

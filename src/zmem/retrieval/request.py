@@ -175,6 +175,7 @@ class RecallReport:
     omitted: int = 0
     omitted_injection: int = 0
     omitted_untrusted_web: int = 0
+    omitted_distrusted: int = 0  # written by a team member `zmem hub distrust` names
     pool: int = 0  # candidates the lanes returned, before any filter
     hybrid: bool = False
     tiers: list[Tier] = field(default_factory=list)
@@ -188,6 +189,8 @@ class RecallReport:
         self.omitted += 1
         if reason == "omitted_injection":
             self.omitted_injection += 1
+        elif reason == "omitted_distrusted":
+            self.omitted_distrusted += 1
         else:
             self.omitted_untrusted_web += 1
 

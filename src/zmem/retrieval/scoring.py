@@ -13,6 +13,7 @@ from zmem import config
 from zmem.capture.injection import is_injection_risk
 from zmem.capture.source import source_state
 from zmem.config import Settings
+from zmem.db import origin
 from zmem.models import INJECTION_TAG, Hit, Memory
 from zmem.retrieval import fusion
 
@@ -59,6 +60,21 @@ class ScoringContext:
         self.reference: datetime = config.parse_instant(as_of) if as_of else config.now()
         self.warnings: list[str] = []
         self._states: dict[str, str | None] = {}
+        # Team members this machine keeps out of passive injection (`zmem hub distrust`), read
+        # on the first passive check: an explicit read never asks.
+        self._distrusted: frozenset[str] | None = None
+
+    def passive_block(self, m: Memory) -> str | None:
+        """Why a passive surface must not show this row here: passive_block's reasons, or a
+        row written by a distrusted team member."""
+        why = passive_block(m)
+        if why is not None:
+            return why
+        if self._distrusted is None:
+            self._distrusted = origin.distrusted(self.conn)
+        if self._distrusted and origin.written_by(self.conn, m.id, self._distrusted):
+            return "omitted_distrusted"
+        return None
 
     def effective(self, m: Memory) -> tuple[float, bool]:
         """(confidence after [STALE SOURCE] halving, stale?)."""

@@ -6,7 +6,7 @@ and its read path (Reader); it never prints: what a person should hear comes bac
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from zmem import config
 from zmem.capture import policy, writer
 from zmem.capture.source import source_state
 from zmem.config import Settings
-from zmem.db import graph, memories
+from zmem.db import graph, memories, origin
 from zmem.db.connect import connect, read_snapshot, transaction
 from zmem.db.migrate import SCHEMA_VERSION, migrate
 from zmem.errors import NotFound, Refusal, StoreUnavailable, UsageError
@@ -34,6 +34,7 @@ from zmem.models import (
     Link,
     Memory,
     MergePlan,
+    Origin,
     TombstoneResult,
     WriteResult,
     worst_taint,
@@ -393,6 +394,7 @@ class MemoryStore(BulkJobs, Episodes, Handoff, Learning, Overview, Team, Warm):
             entities = graph.entities_of(self._conn, m.id)
             episodes = graph.episodes_of(self._conn, m.id)
             successor = None if m.live else memories.successor_of(self._conn, m.id)
+            came_from = origin.of(self._conn, [m.id]).get(m.id)
         state = source_state(m.source_ref, m.source_hash)
         warnings = [f"source {m.source_ref} cannot be opened"] if state == "unreadable" else []
         out = m.to_dict()
@@ -405,9 +407,14 @@ class MemoryStore(BulkJobs, Episodes, Handoff, Learning, Overview, Team, Warm):
             links=[link.to_dict(viewpoint=m.id) for link in links],
             entities=[e.card() for e in entities],
             episodes=[e.to_dict() for e in episodes],
+            origin=came_from.to_dict() if came_from is not None else None,
             warnings=warnings,
         )
         return out
+
+    def origins(self, ids: Sequence[str]) -> dict[str, Origin]:
+        """Who wrote each of these rows, for the ones pulled from the team hub."""
+        return origin.of(self._conn, list(ids))
 
     @staticmethod
     def injection_risk(m: Memory) -> bool:

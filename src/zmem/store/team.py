@@ -55,3 +55,26 @@ class Team:
             self._conn, self.vectors, self.settings, cfg,
             batch=batch or hub.BATCH, progress=progress,
         )  # fmt: skip
+
+    def hub_distrusted(self) -> list[str]:
+        """The roles whose rows this store keeps out of passive injection."""
+        from zmem.db import origin
+
+        return sorted(origin.distrusted(self._conn))
+
+    def hub_distrust(self, role: str, *, on: bool = True) -> bool:
+        """Keep a team member's rows out of every passive injection on this machine (`on`),
+        or let them back; whether anything changed. The rows stay searchable, and rows pulled
+        later are covered too (the rule is on the role, not on rows)."""
+        from zmem import config
+        from zmem.db import origin
+        from zmem.db.connect import transaction
+
+        role = role.strip()
+        if not role or len(role) > 63:
+            raise UsageError("name the member's role: --role ROLE (a PostgreSQL role name)")
+        cfg = self.hub_config()
+        if on and role == cfg.role:
+            raise UsageError(f"{role} is this machine's own role: its rows are yours")
+        with transaction(self._conn):
+            return origin.set_distrust(self._conn, role, on, config.now_iso())

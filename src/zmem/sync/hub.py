@@ -23,11 +23,13 @@ import apsw
 from zmem import config
 from zmem.capture import policy
 from zmem.db import hub as hubdb
-from zmem.db import hub_state, memories
+from zmem.db import hub_state, memories, origin
 from zmem.db import sync as sync_db
-from zmem.errors import Refusal, UsageError
+from zmem.db.connect import transaction
+from zmem.errors import HubRefused, Refusal, UsageError
+from zmem.models import GLOBAL_NAMESPACE, fold_namespace_case
 from zmem.sync import hub_records as rec
-from zmem.sync import prepare
+from zmem.sync.hub_screen import DATA_ERRORS, Screen, Screened
 from zmem.sync.ingest import IngestReport, ingest_chunks
 
 BATCH = 500  # objects a hub transaction (push) or page (pull)
@@ -53,10 +55,13 @@ def load_config(data_dir: Path) -> HubConfig | None:
     path = hub_dir(data_dir) / CONFIG_NAME
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        return HubConfig(**doc)
+        cfg = HubConfig(**doc)
+        # Joined before project namespaces had one spelling: the hub migrated them too.
+        cfg.namespaces = list(dict.fromkeys(fold_namespace_case(ns) for ns in cfg.namespaces))
+        return cfg
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
         raise UsageError(
             f"{path} is not a hub record ZMem wrote ({exc}); `zmem hub leave`"
         ) from None
@@ -86,6 +91,12 @@ class SyncReport:
     hub_changed: int = 0  # objects the hub took as new or changed state
     redacted: int = 0  # pushed with secrets redacted (capture mode auto)
     secret_warnings: int = 0  # pushed verbatim though secret-like (manual / reviewed)
+    # Pulled objects set aside (malformed, another namespace's id, a body that disagrees with
+    # what the hub checked): never applied, listed by `sync --status`.
+    quarantined: int = 0
+    refused: int = 0  # objects of this store the hub refused (listed the same way)
+    deferred: int = 0  # objects another session held on the hub: pushed again next sync
+    read_only: list[str] = field(default_factory=list)  # shared namespaces pulled, not pushed
     ingest: dict[str, Any] = field(default_factory=dict)
     behind: int | None = None
     seconds: float = 0.0
@@ -111,6 +122,29 @@ class _Sync:
         self.where = hubdb.describe(cfg.url)
         self.report = SyncReport()
         self.ns = list(cfg.namespaces)
+        self.role = cfg.role or ""
+        self.writable = list(self.ns)
+
+    def check_access(self) -> None:
+        """The login and its grants, read once: a namespace the hub no longer grants stops the
+        sync before anything moves (exit 2, naming it); a read-only one is pulled only."""
+        try:
+            self.role, granted = hubdb.access(self.hub)
+        except hubdb.refused_errors() as exc:
+            raise HubRefused(
+                f"the hub {self.where} no longer lets {self.cfg.role} in (removed from the team: "
+                f"{' '.join(str(exc).split())[:80]}); stop sharing {', '.join(self.ns)} with "
+                "`zmem hub leave`; nothing changed"
+            ) from None
+        revoked = [ns for ns in self.ns if ns != GLOBAL_NAMESPACE and ns not in granted]
+        if revoked:
+            raise HubRefused(
+                f"the hub {self.where} no longer grants {self.role} {', '.join(revoked)}: an "
+                "admin runs `zmem hub grant`, or stop sharing it with `zmem hub leave "
+                f"--namespace {revoked[0]}`; nothing changed"
+            )
+        self.writable = [ns for ns in self.ns if ns == GLOBAL_NAMESPACE or granted[ns]]
+        self.report.read_only = [ns for ns in self.ns if ns not in self.writable]
 
     # -- push --
 
@@ -137,40 +171,46 @@ class _Sync:
         body.update(content=row.content, tags=list(row.tags), source_ref=row.source_ref)
         return body
 
-    def _send(self, objects: list[tuple[str, str, str, dict[str, Any]]]) -> None:
-        """One hub transaction: the hub merges each object into what it holds; then (only then)
-        this side records them as known."""
+    def _send(self, objects: list[tuple[str, str, str, dict[str, Any]]]) -> bool:
+        """One call of the hub's push() (its own transaction); then, only then, this side
+        records what the hub holds. False when the hub left some object for later (another
+        session held it): the caller keeps its cursor so they go again next sync."""
         if not objects:
-            return
+            return True
         with self.hub.transaction():
-            hubdb.lock_for_push(self.hub)
-            held = hubdb.existing(self.hub, [(k, key) for k, key, _, _ in objects])
-            new, changed = [], []
-            for kind, key, ns, body in objects:
-                old = held.get((kind, key))
-                if old is None:
-                    new.append((kind, key, ns, body))
-                else:
-                    merged = rec.merge(kind, old, body)
-                    if merged != old:
-                        changed.append((kind, key, merged))
-            hubdb.insert(self.hub, new, self.cfg.machine)
-            hubdb.update(self.hub, changed, self.cfg.machine)
+            outcomes = hubdb.push(self.hub, objects, self.cfg.machine)
             _crash_point("push-mid")  # before the hub commits
         _crash_point("push")  # the hub committed; this side has not recorded it
-        self.report.hub_changed += len(new) + len(changed)
-        for kind, *_ in objects:
+        taken, refused = [], []
+        busy = False
+        for obj, outcome in zip(objects, outcomes, strict=True):
+            kind, key, ns, body = obj
+            if outcome == "busy":
+                busy = True
+                self.report.deferred += 1
+                continue
+            if outcome.startswith("refused"):
+                refused.append((kind, key, 0, ns, self.role, self.cfg.machine, outcome))
+            elif outcome != "unchanged":
+                self.report.hub_changed += 1
             self.report.pushed[kind] += 1
+            taken.append(obj)
+        if refused:
+            self.report.refused += len(refused)
+            hub_state.quarantine(self.state, "push", refused, config.now_iso())
         hub_state.remember(self.state, [
-            (kind, key, ns, rec.state_of(kind, body), self.cfg.role, self.cfg.machine)
-            for kind, key, ns, body in objects
+            (kind, key, ns, rec.state_of(kind, body), self.role, self.cfg.machine)
+            for kind, key, ns, body in taken
         ])  # fmt: skip
+        return not busy
 
     def push(self) -> None:
+        if not self.writable:
+            return
         cursors = hub_state.cursors(self.state)
         # New rows (and rows first seen since the last push): rids only grow.
         after = cursors.get("push_rid", 0)
-        while rows := sync_db.rows_after(self.conn, after, self.ns, self.batch):
+        while rows := sync_db.rows_after(self.conn, after, self.writable, self.batch):
             held = hub_state.known_of(self.state, "memory", [m.id for _, m in rows])
             out = [
                 ("memory", m.id, m.namespace, body)
@@ -178,74 +218,95 @@ class _Sync:
                 if held.get(m.id, -1) < int(m.superseded_at is not None)
                 and (body := self._outgoing_memory(m)) is not None
             ]
-            self._send(out)
+            if not self._send(out):
+                return  # the cursor stays: what was held goes again next sync
             after = rows[-1][0]
             hub_state.set_cursors(self.state, {"push_rid": after})
             self._tick("push", len(rows))
         # Tombstones of rows pushed or pulled before: counted first, listed second, so one
         # that lands in between is seen now or next time, never lost.
-        count = sync_db.tombstone_count(self.conn, self.ns)
+        count = sync_db.tombstone_count(self.conn, self.writable)
         if count != cursors.get("tomb_count"):
-            dead = sync_db.tombstoned(self.conn, self.ns)
+            dead = sync_db.tombstoned(self.conn, self.writable)
             held = hub_state.known(self.state, "memory")
             todo = [i for i in dead if held.get(i, 1) == 0]
+            done = True
             for start in range(0, len(todo), self.batch):
                 rows = memories.get_many(self.conn, todo[start : start + self.batch])
-                self._send([("memory", m.id, m.namespace, self._outgoing_memory(m)) for m in rows])
-            hub_state.set_cursors(self.state, {"tomb_count": count})
+                done &= self._send(
+                    [("memory", m.id, m.namespace, self._outgoing_memory(m)) for m in rows]
+                )
+            if done:
+                hub_state.set_cursors(self.state, {"tomb_count": count})
         self._push_graph(cursors)
 
     def _push_graph(self, cursors: dict[str, int]) -> None:
-        links, episodes, closed, members = sync_db.graph_counts(self.conn, self.ns)
+        links, episodes, closed, members = sync_db.graph_counts(self.conn, self.writable)
         if links != cursors.get("link_count"):
             held = hub_state.known(self.state, "link")
             todo = [
                 ("link", key, ns, rec.link_body(k))
-                for ns, k in sync_db.links_in(self.conn, self.ns)
+                for ns, k in sync_db.links_in(self.conn, self.writable)
                 if (key := rec.link_key(k.src, k.dst, k.relation)) not in held
             ]
-            self._in_batches(todo)
-            hub_state.set_cursors(self.state, {"link_count": links})
+            if self._in_batches(todo):
+                hub_state.set_cursors(self.state, {"link_count": links})
         if (episodes, closed) != (cursors.get("episode_count"), cursors.get("closed_count")):
             held = hub_state.known(self.state, "episode")
             todo = [
                 ("episode", e.id, e.namespace, rec.episode_body(e))
-                for e in sync_db.episodes_in(self.conn, self.ns)
+                for e in sync_db.episodes_in(self.conn, self.writable)
                 if held.get(e.id, -1) < int(e.ended_at is not None)
             ]
-            self._in_batches(todo)
-            hub_state.set_cursors(self.state, {"episode_count": episodes, "closed_count": closed})
+            if self._in_batches(todo):
+                hub_state.set_cursors(
+                    self.state, {"episode_count": episodes, "closed_count": closed}
+                )
         if members != cursors.get("member_count"):
             held = hub_state.known(self.state, "episode_memory")
             todo = [
                 ("episode_memory", key, ns, rec.membership_body(e, m, at))
-                for ns, e, m, at in sync_db.memberships_in(self.conn, self.ns)
+                for ns, e, m, at in sync_db.memberships_in(self.conn, self.writable)
                 if (key := rec.membership_key(e, m)) not in held
             ]
-            self._in_batches(todo)
-            hub_state.set_cursors(self.state, {"member_count": members})
+            if self._in_batches(todo):
+                hub_state.set_cursors(self.state, {"member_count": members})
 
-    def _in_batches(self, objects: list[tuple[str, str, str, dict[str, Any]]]) -> None:
+    def _in_batches(self, objects: list[tuple[str, str, str, dict[str, Any]]]) -> bool:
+        done = True
         for start in range(0, len(objects), self.batch):
-            self._send(objects[start : start + self.batch])
+            done &= self._send(objects[start : start + self.batch])
             self._tick("push", min(self.batch, len(objects) - start))
+        return done
 
     # -- pull --
 
     def pull(self) -> None:
-        after = hub_state.cursors(self.state).get("pull_seq", 0)
+        """Every change the hub committed since the last pull's snapshot, page by page inside
+        one window (the snapshot taken when this pull began): a change in flight at any
+        snapshot is read once it commits, so no cursor passes a row it has not seen, and no
+        open transaction anywhere holds a pull back."""
+        marks = hub_state.marks(self.state)
+        prev = marks.get("pull_prev") or hubdb.FIRST_SNAPSHOT
+        window = marks.get("pull_window")
+        after = int(marks.get("pull_after") or 0)
+        if window is None:
+            window, after = hubdb.snapshot(self.hub), 0
+            hub_state.set_marks(self.state, {"pull_window": window, "pull_after": "0"})
+        spaces = [hubdb.hub_namespace(ns, self.role) for ns in self.ns]
         totals = IngestReport()
-        while page := hubdb.page(self.hub, after, self.ns, self.batch):
+        while page := hubdb.page(self.hub, prev, window, after, spaces, self.batch):
             held = {
                 kind: hub_state.known_of(self.state, kind, [r.key for r in page if r.kind == kind])
                 for kind in rec.KINDS
             }
             # What this machine pushed comes back: nothing to apply when it holds that state
-            # (a state the hub merged past it, a tombstone from elsewhere, is applied).
+            # (a state the hub moved past it, a retirement from elsewhere, is applied).
             todo = [
                 r for r in page
-                if r.machine != self.cfg.machine
-                or held[r.kind].get(r.key, -1) < rec.state_of(r.kind, r.body)
+                if r.machine != self.cfg.machine or r.written_by != self.role
+                or r.retired_by is not None
+                or held.get(r.kind, {}).get(r.key, -1) < _state(r)
             ]  # fmt: skip
             _crash_point("pull-mid")  # the page read, nothing applied
             if todo:
@@ -255,40 +316,87 @@ class _Sync:
                         setattr(totals, k, getattr(totals, k) + v)
                 totals.errors.extend(report.errors[: 50 - len(totals.errors)])
             hub_state.remember(self.state, [
-                (r.kind, r.key, r.namespace, rec.state_of(r.kind, r.body), r.written_by, r.machine)
+                (r.kind, r.key, hubdb.local_namespace(r.namespace), _state(r), r.written_by,
+                 r.machine)
                 for r in page
             ])  # fmt: skip
             _crash_point("pull")  # applied and committed here; the cursor not moved
             after = page[-1].seq
-            hub_state.set_cursors(self.state, {"pull_seq": after})
-            for r in todo:
-                self.report.pulled[r.kind] += 1
+            hub_state.set_marks(self.state, {"pull_after": str(after)})
             self._tick("pull", len(page))
+        hub_state.set_marks(
+            self.state, {"pull_prev": window, "pull_window": None, "pull_after": "0"}
+        )
         self.report.ingest = {k: v for k, v in totals.to_dict().items() if v}
 
     def _apply(self, rows: Sequence[hubdb.HubRow]) -> IngestReport:
-        """One page into the store through the ingest path: memories first (their capture
-        policy, vectors, entities, the duplicate guard), then links, episodes, memberships."""
-        order = {kind: i for i, kind in enumerate(rec.KINDS)}
-        ranked = sorted(rows, key=lambda r: order[r.kind])
-        lines = [(n, _line(r)) for n, r in enumerate(ranked, 1) if r.kind != "link"]
-        links: dict[str, list[dict[str, Any]]] = {}
-        for r in ranked:
-            if r.kind == "link":
-                links.setdefault(r.body["src"], []).append(r.body)
+        """One page into the store: each object screened first (its shape, what the hub checked
+        of it, what it would touch here), the bad ones quarantined; the rest through the ingest
+        path: memories first (their capture policy, vectors, entities, the duplicate guard),
+        then links, episodes, memberships. An object the ingest path cannot take is found by
+        applying the page one object at a time, and quarantined too."""
         now = config.now_iso()
-        chunk = prepare.prepare_chunk((lines, now, self.settings.capture_mode, None))
+        screen = Screen(self.conn, self.role, now, self.settings.capture_mode)
+        good, bad = screen.run(rows)
+        self._quarantine(bad, now)
+        try:
+            report = self._ingest(good, now)
+        except DATA_ERRORS:
+            report = IngestReport()
+            for one in good:
+                try:
+                    single = self._ingest([one], now)
+                except DATA_ERRORS as exc:
+                    self._quarantine([(one, f"could not be applied ({type(exc).__name__})")], now)
+                    continue
+                for k, v in single.to_dict().items():
+                    if isinstance(v, int):
+                        setattr(report, k, getattr(report, k) + v)
+        self._record_origin(good, now)
+        for r in good:
+            self.report.pulled[r.row.kind] += 1
+        return report
+
+    def _ingest(self, items: Sequence[Screened], now: str) -> IngestReport:
+        chunk = [(n, "ok", s.record) for n, s in enumerate(items, 1) if s.row.kind != "link"]
+        links: dict[str, list[dict[str, Any]]] = {}
+        for s in items:
+            if s.row.kind == "link":
+                links.setdefault(s.record["src"], []).append(s.record)
         return ingest_chunks(
             self.conn, self.vectors, [chunk], now=now, hub=True, links=list(links.items())
         )
+
+    def _quarantine(self, bad: Sequence[tuple[Any, str]], now: str) -> None:
+        if not bad:
+            return
+        rows = []
+        for item, reason in bad:
+            r = item.row if isinstance(item, Screened) else item
+            rows.append((str(r.kind)[:40], str(r.key)[:400], r.seq, r.namespace,
+                         r.written_by, str(r.machine)[:200], reason[:300]))  # fmt: skip
+        hub_state.quarantine(self.state, "pull", rows, now)
+        self.report.quarantined += len(rows)
+
+    def _record_origin(self, good: Sequence[Screened], now: str) -> None:
+        """Who wrote each pulled memory (and who retired it), beside it in the store."""
+        rows = [
+            (s.row.key, s.row.written_by, s.row.machine, s.row.written_by == self.role,
+             s.row.retired_by, s.row.retired_machine, s.row.retired_at)
+            for s in good if s.row.kind == "memory"
+        ]  # fmt: skip
+        if rows:
+            with transaction(self.conn):
+                origin.ensure(self.conn)
+                origin.record(self.conn, rows, now)
 
     def _tick(self, phase: str, n: int) -> None:
         if self.progress:
             self.progress(phase, n)
 
 
-def _line(r: hubdb.HubRow) -> bytes:
-    return json.dumps({**r.body, "kind": r.kind}, ensure_ascii=False).encode("utf-8")
+def _state(r: hubdb.HubRow) -> int:
+    return rec.state_of(r.kind, r.body) if isinstance(r.body, dict) else 0
 
 
 def _crash_point(where: str) -> None:
@@ -316,7 +424,8 @@ def run(
     progress: Callable[[str, int], None] | None = None,
 ) -> SyncReport:
     """Push, then pull. A hub that refuses or goes away raises HubRefused / HubUnavailable;
-    what committed before stays committed on both sides (the cursors say how far)."""
+    what committed before stays committed on both sides (the cursors say how far). A row the
+    hub holds never fails the sync: it is applied or quarantined."""
     t0 = time.monotonic()
     state = hub_state.open_state(hub_dir(settings.data_dir) / STATE_NAME)
     try:
@@ -328,6 +437,7 @@ def run(
         try:
             job = _Sync(store_conn, store_vectors, state, hub_conn, cfg, settings, batch, progress)
             try:
+                job.check_access()
                 job.push()
                 hub_state.set_status(state, {"last_push": config.now_iso(), "last_error": None})
                 job.pull()
@@ -360,29 +470,48 @@ def _record_error(state: apsw.Connection, exc: Exception) -> None:
     hub_state.set_status(state, {"last_error": f"{config.now_iso()} {exc}"})
 
 
-def recorded(data_dir: Path) -> tuple[dict[str, str], dict[str, int], list[tuple]]:
-    """(status, cursors, writers) as the last sync left them: no network, no write."""
+@dataclass
+class Recorded:
+    """What the last syncs left in the bookkeeping: read without the network or a write."""
+
+    status: dict[str, str] = field(default_factory=dict)
+    marks: dict[str, str | None] = field(default_factory=dict)
+    writers: list[tuple] = field(default_factory=list)
+    quarantine_counts: dict[str, int] = field(default_factory=dict)
+    quarantine: list[dict[str, Any]] = field(default_factory=list)
+
+
+def recorded(data_dir: Path) -> Recorded:
     state = hub_state.open_read_only(hub_dir(data_dir) / STATE_NAME)
     if state is None:
-        return {}, {}, []
+        return Recorded()
+    out = Recorded()
     try:
-        return hub_state.status(state), hub_state.cursors(state), hub_state.writers(state)
+        out.status = hub_state.status(state)
+        out.writers = hub_state.writers(state)
+        out.marks = hub_state.marks(state)
+        out.quarantine_counts, out.quarantine = hub_state.quarantined(state)
     except apsw.Error:
-        return {}, {}, []
+        pass  # a bookkeeping file from before a table existed: what was read stands
     finally:
         state.close()
+    return out
 
 
 def status(settings: config.Settings, cfg: HubConfig, *, ask_hub: bool = True) -> dict[str, Any]:
-    """The last push and pull, the last error, and (asking the hub) how many rows this store is
-    behind."""
-    st, cursors, writers = recorded(settings.data_dir)
+    """The last push and pull, the last error, what was quarantined, and (asking the hub) how
+    many objects this store is behind."""
+    rec_ = recorded(settings.data_dir)
+    st = rec_.status
     out: dict[str, Any] = {
         "hub": hubdb.describe(cfg.url), "namespaces": cfg.namespaces, "machine": cfg.machine,
         "role": cfg.role, "last_push": st.get("last_push"), "last_pull": st.get("last_pull"),
         "last_error": st.get("last_error"), "behind": None, "reachable": None,
         "writers": [dict(zip(("namespace", "kind", "writer", "machine", "objects"), w,
-                             strict=True)) for w in writers],
+                             strict=True)) for w in rec_.writers],
+        "quarantined": rec_.quarantine_counts.get("pull", 0),
+        "refused": rec_.quarantine_counts.get("push", 0),
+        "quarantine": rec_.quarantine,
     }  # fmt: skip
     if ask_hub:
         try:
@@ -392,138 +521,14 @@ def status(settings: config.Settings, cfg: HubConfig, *, ask_hub: bool = True) -
             out["hub_error"] = str(exc)
         else:
             try:
-                out["behind"] = hubdb.behind(conn, cursors.get("pull_seq", 0), cfg.namespaces)
+                role = conn.execute("SELECT session_user").fetchone()[0]
+                spaces = [hubdb.hub_namespace(ns, role) for ns in cfg.namespaces]
+                prev = rec_.marks.get("pull_prev") or hubdb.FIRST_SNAPSHOT
+                out["behind"] = hubdb.behind(conn, prev, spaces)
                 out["reachable"] = True
+            except Exception as exc:
+                out["reachable"] = False
+                out["hub_error"] = str(_as_refusal(exc, out["hub"]))
             finally:
                 conn.close()
     return out
-
-
-# ---- joining and leaving ---------------------------------------------------------------------
-
-
-def init(url: str) -> dict[str, Any]:
-    """Create (or migrate) the hub schema in an existing database, as a role that may create
-    schemas and roles. The URL is used once and kept nowhere."""
-    conn = hubdb.connect(url)
-    try:
-        before, after = hubdb.init(conn)
-    except Exception as exc:
-        raise _as_refusal(exc, hubdb.describe(url)) from None
-    finally:
-        conn.close()
-    return {"hub": hubdb.describe(url), "schema_version_before": before,
-            "schema_version": after, "member_role": hubdb.MEMBER_ROLE}  # fmt: skip
-
-
-def grant(url: str, role: str, namespaces: Sequence[str], *, read_only: bool) -> dict[str, Any]:
-    namespaces = _valid_namespaces(namespaces)
-    conn = hubdb.connect(url)
-    try:
-        _require_schema(conn, url)
-        hubdb.grant(conn, role, namespaces, can_write=not read_only)
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise _as_refusal(exc, hubdb.describe(url)) from None
-    finally:
-        conn.close()
-    return {"role": role, "namespaces": list(namespaces), "write": not read_only}
-
-
-def revoke(url: str, role: str, namespaces: Sequence[str]) -> dict[str, Any]:
-    namespaces = _valid_namespaces(namespaces)
-    conn = hubdb.connect(url)
-    try:
-        _require_schema(conn, url)
-        removed = hubdb.revoke(conn, role, namespaces)
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise _as_refusal(exc, hubdb.describe(url)) from None
-    finally:
-        conn.close()
-    return {"role": role, "namespaces": list(namespaces), "removed": removed}
-
-
-def _valid_namespaces(namespaces: Sequence[str]) -> list[str]:
-    from zmem.capture.namespaces import validate_namespace
-
-    if not namespaces:
-        raise UsageError("name at least one namespace to share (--namespace NS)")
-    return list(dict.fromkeys(validate_namespace(ns) for ns in namespaces))
-
-
-def _require_schema(conn: Any, url: str) -> None:
-    found = hubdb.version(conn)
-    if found is None:
-        raise UsageError(f"{hubdb.describe(url)} holds no ZMem hub: run `zmem hub init --url ...`")
-    if found > hubdb.SCHEMA_VERSION:
-        raise UsageError(
-            f"the hub's schema is v{found}, newer than this ZMem knows (v{hubdb.SCHEMA_VERSION}):"
-            " upgrade ZMem"
-        )
-    if found < hubdb.SCHEMA_VERSION:
-        raise UsageError(
-            f"the hub's schema is v{found}; this ZMem needs v{hubdb.SCHEMA_VERSION}: an admin "
-            "runs `zmem hub init --url ...` to migrate it"
-        )
-
-
-def join(settings: config.Settings, url: str, namespaces: Sequence[str]) -> HubConfig:
-    """Record the hub and the namespaces this data dir shares, after checking that the hub
-    answers, holds a current schema, and lets this role read and write each namespace.
-    Nothing is written when any check fails; nothing is pushed until a sync."""
-    namespaces = _valid_namespaces(namespaces)
-    if hubdb.has_password(url):
-        raise UsageError(
-            "the URL holds a password, which would be kept in plain text: put it in ~/.pgpass "
-            "(host:port:dbname:user:password, mode 0600), PGPASSWORD or a service file, and "
-            "give the URL without it"
-        )
-    existing = load_config(settings.data_dir)
-    kept = hubdb.without_password(url)
-    if existing is not None and existing.url != kept:
-        raise UsageError(
-            f"this data dir already shares with {hubdb.describe(existing.url)}: "
-            "`zmem hub leave` first"
-        )
-    conn = hubdb.connect(url)
-    try:
-        _require_schema(conn, url)
-        allowed = hubdb.access(conn)
-        role = conn.execute("SELECT current_user").fetchone()[0]
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise _as_refusal(exc, hubdb.describe(url)) from None
-    finally:
-        conn.close()
-    wanted = list(dict.fromkeys([*(existing.namespaces if existing else []), *namespaces]))
-    denied = [ns for ns in wanted if not allowed.get(ns)]
-    if denied:
-        how = "read-only for" if all(ns in allowed for ns in denied) else "not granted"
-        raise UsageError(
-            f"the role {role} is {how} {', '.join(denied)} on this hub: an admin runs "
-            f"`zmem hub grant --role {role} --namespace ...`"
-        )
-    cfg = HubConfig(
-        url=kept, namespaces=wanted,
-        machine=existing.machine if existing else new_machine_id(),
-        store=str(Path(settings.store_path).resolve()),
-        joined_at=existing.joined_at if existing else config.now_iso(), role=role,
-    )  # fmt: skip
-    save_config(settings.data_dir, cfg)
-    return cfg
-
-
-def leave(settings: config.Settings) -> HubConfig | None:
-    """Stop sharing: the hub record and this side's bookkeeping go; the store and the hub keep
-    every row they hold."""
-    import shutil
-
-    cfg = load_config(settings.data_dir)
-    folder = hub_dir(settings.data_dir)
-    if folder.exists():
-        shutil.rmtree(folder)
-    return cfg

@@ -200,6 +200,15 @@ def _memory(obj: dict[str, Any], line: int, now: str, latest: str) -> MemoryReco
     return record
 
 
+def parse_link(obj: Any, now: str) -> dict[str, Any]:
+    """A link that travels on its own (a hub object): its source id checked as an id, then
+    the fields an export's embedded link carries."""
+    if not isinstance(obj, dict):
+        raise BadRecord("not a JSON object")
+    src = _id(obj.get("src"), "src")
+    return {"src": src, **_link(obj, src, _latest(now))}
+
+
 def _link(obj: Any, src: str, latest: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise BadRecord("not an object")
