@@ -135,7 +135,7 @@ def initial(pg, work: Path, rows: int, profile: str, pgpass: Path, seed: int) ->
     push_s, push = timed(env_a, "sync", "--json")
     pull_s, pull = timed(env_b, "sync", "--json")
     assert push["pushed"]["memory"] == rows and pull["pulled"]["memory"] == rows, (push, pull)
-    noop = [timed(env_b, "sync", "--json")[0] for _ in range(7)]
+    noop = [timed(env_b, "sync", "--json")[0] for _ in range(11)]
     return {
         "rows": rows, "profile": profile, "push_s": push_s, "pull_s": pull_s,
         "push_rate": rows / push_s, "pull_rate": rows / pull_s,
@@ -262,8 +262,13 @@ def hub_size(pg) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=100_000)
-    ap.add_argument("--minilm-rows", type=int, default=10_000)
+    ap.add_argument(
+        "--rows",
+        default="10000,100000",
+        help="initial sync sizes with the fake profile, comma-separated",
+    )
+    ap.add_argument("--minilm-rows", default="10000,100000",
+                    help="initial sync sizes with MiniLM on the puller (0: none)")  # fmt: skip
     ap.add_argument("--machines", type=int, default=20)
     ap.add_argument("--machine-rows", type=int, default=500)
     ap.add_argument("--hooks", type=int, default=1000)
@@ -294,27 +299,30 @@ def main() -> None:
 
         print(f"\nteam hub on loopback, PostgreSQL 15, {os.cpu_count()} cores; zmem from "
               f"{SRC[0] if SRC else ROOT / 'src'}")  # fmt: skip
-        if "initial" not in skip:
-            r = initial(pg, work, args.rows, "fake", pgpass, 1)
-            size = hub_size(pg)
+        runs = [("fake", int(n)) for n in args.rows.split(",") if int(n) and "initial" not in skip]
+        runs += [("minilm", int(n)) for n in args.minilm_rows.split(",")
+                 if int(n) and "minilm" not in skip]  # fmt: skip
+        if runs:
             print(
                 "\n| initial sync | rows | push s | push rows/s | pull s | pull rows/s "
                 "| no-op sync, process ms | no-op sync, library ms |"
             )
             print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-            print(f"| fake profile | {r['rows']} | {r['push_s']:.1f} | {r['push_rate']:.0f} | "
+        sizes = []
+        for profile, rows in runs:
+            r = initial(pg, work, rows, profile, pgpass, 1 if profile == "fake" else 2)
+            if profile == "fake":
+                sizes.append((rows, hub_size(pg)))
+            label = "fake profile" if profile == "fake" else "MiniLM (the puller embeds)"
+            print(f"| {label} | {r['rows']} | {r['push_s']:.1f} | {r['push_rate']:.0f} | "
                   f"{r['pull_s']:.1f} | {r['pull_rate']:.0f} | {r['noop_process_ms']:.0f} | "
-                  f"{r['noop_library_ms']:.1f} |")  # fmt: skip
-            print(f"\nhub after it: {size['objects']} objects, {size['bytes'] / 1e6:.1f} MB "
-                  f"({size['bytes_per_object']:.0f} bytes an object with its indexes; a memory's "
-                  f"body {size['memory_body_bytes']:.0f} bytes)")  # fmt: skip
+                  f"{r['noop_library_ms']:.1f} |", flush=True)  # fmt: skip
             fresh()
-        if "minilm" not in skip and args.minilm_rows:
-            r = initial(pg, work, args.minilm_rows, "minilm", pgpass, 2)
-            print(f"\n| MiniLM profile (the puller embeds) | {r['rows']} | {r['push_s']:.1f} | "
-                  f"{r['push_rate']:.0f} | {r['pull_s']:.1f} | {r['pull_rate']:.0f} | "
-                  f"{r['noop_process_ms']:.0f} | {r['noop_library_ms']:.1f} |")  # fmt: skip
-            fresh()
+        for rows, size in sizes:
+            per, body = size["bytes_per_object"], size["memory_body_bytes"]
+            print(f"\nhub after {rows} rows: {size['objects']} objects, "
+                  f"{size['bytes'] / 1e6:.1f} MB ({per:.0f} bytes an object with its indexes; "
+                  f"a memory's body {body:.0f} bytes)")  # fmt: skip
         if "fleet" not in skip:
             f = fleet(pg, work, args.machines, args.machine_rows, pgpass)
             print(f"\n{f['machines']} machines syncing at once, {f['rows_each']} new rows each "

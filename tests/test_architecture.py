@@ -44,6 +44,7 @@ LAYERS = {
     "errors": 0,
     "config": 0,
     "tokens": 0,
+    "namespace_keys": 0,
     "layout": 0,
     "ports": 0,
     "installation": 0,

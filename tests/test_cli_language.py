@@ -30,6 +30,7 @@ NO_DATA = {"hook": "speaks the host's protocol", "mcp": "a server", "ui": "a ser
 
 
 def _commands(group: click.Group = cli, path: tuple[str, ...] = ()):
+    group.list_commands(click.Context(group))  # the root group imports its commands lazily
     for name, cmd in sorted(group.commands.items()):
         if cmd.hidden:
             continue
@@ -52,6 +53,31 @@ def _first_use(term: str, page: str) -> re.Match | None:
     """The first prose use of a glossary word (not inside an option or variable name)."""
     stem = re.escape(term).replace(r"\ ", r"[\s-]+")
     return re.search(rf"(?<![-\w$]){stem}(s|ed|es|ing|d)?\b", page, re.IGNORECASE)
+
+
+def test_the_lazy_map_names_every_command_where_it_is_defined():
+    """The root group imports a command's module when the command is asked for: the map must
+    name every command the modules define, and the module that defines it."""
+    from zmem.cli import ZMemGroup
+
+    defined = {name: cmd.callback.__module__.rsplit(".", 1)[1]
+               for name, cmd in cli.commands.items()}  # fmt: skip
+    assert defined == ZMemGroup.lazy
+
+
+def test_a_command_imports_only_its_own_module():
+    code = (
+        "import sys; from zmem.cli import main\n"
+        "try:\n    main(['sync', '--help'])\nexcept SystemExit:\n    pass\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('zmem.cli.'))\n"
+        "print(' '.join(loaded)); print('psycopg' in sys.modules, 'zmem.store.memory_store' in "
+        "sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    modules, heavy = done.stdout.strip().splitlines()[-2:]
+    assert "zmem.cli.hub" in modules.split() and "zmem.cli.reads" not in modules.split()
+    assert heavy == "False False"
 
 
 def test_the_walk_sees_every_command():

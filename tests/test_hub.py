@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -423,3 +425,74 @@ def test_the_inspector_shows_the_hub_and_who_wrote_what(machines):
     assert status == 200 and 'id="hub-writers"' in page
     assert "as <code>bob</code>" in page and "<td>alice</td>" in page
     assert f"<code>{NS}</code>" in page
+
+
+def test_the_hub_schema_version_is_the_newest_migration():
+    from zmem.db import hub as hubdb
+
+    assert hubdb.SCHEMA_VERSION == max(v for v, _, _ in hubdb._migrations())
+
+
+# ---- a sync with nothing new (issue 47): no store library, no driver ------------------------
+
+
+def _sync_process(m: Machine, *args: str) -> subprocess.CompletedProcess:
+    """`zmem sync` as its own process, reporting which heavy modules it loaded."""
+    code = (
+        "import sys, json\n"
+        "from zmem.cli import main\n"
+        "try:\n    main(['sync', *sys.argv[1:]])\n"
+        "except SystemExit as exc:\n    code = exc.code or 0\nelse:\n    code = 0\n"
+        "heavy = [m for m in ('psycopg', 'zmem.store.memory_store') if m in sys.modules]\n"
+        "print(json.dumps({'heavy': heavy}), file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    env = {**os.environ, "ZMEM_DATA": str(m.data), "ZMEM_STORE": str(m.store)}
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
+                          text=True)  # fmt: skip
+
+
+def test_a_sync_with_nothing_new_loads_neither_the_store_library_nor_the_driver(machines):
+    a, b = machines("alice"), machines("bob")
+    _join(a, b)
+    a.add("Widget's first lesson.")
+    a.sync()
+    b.sync()
+    done = _sync_process(b, "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["behind"] == 0 and sum(report["pulled"].values()) == 0
+    assert json.loads(done.stderr.strip().splitlines()[-1])["heavy"] == []
+    status = json.loads(b.ok("sync", "--status", "--json").stdout)
+    assert status["last_error"] is None and status["last_pull"]
+    # Something new on the hub: the whole sync runs and pulls it.
+    x = a.add("Widget's second lesson.")
+    a.sync()
+    done = _sync_process(b, "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["pulled"]["memory"] == 1
+    assert "psycopg" in json.loads(done.stderr.strip().splitlines()[-1])["heavy"]
+    assert x in b.rows()
+    # Something new here: the whole sync pushes it.
+    y = b.add("Bob's lesson.")
+    done = _sync_process(b, "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["pushed"]["memory"] == 1
+    a.sync()
+    assert y in a.rows()
+
+
+def test_a_quick_sync_against_a_hub_that_went_away_is_exit_3_once(machines, hub):
+    a = machines("alice")
+    _join(a)
+    a.add("Widget's staging URL is staging.widget.dev.")
+    a.sync()
+    config = a.data / "hub" / "hub.json"
+    doc = json.loads(config.read_text())
+    doc["url"] = doc["url"].replace(str(hub.port), "9")
+    config.write_text(json.dumps(doc))
+    before = a.store.read_bytes()
+    done = _sync_process(a)
+    assert done.returncode == 3 and "unreachable" in done.stderr
+    assert done.stderr.count("zmem: error:") == 1
+    assert a.store.read_bytes() == before
+    status = json.loads(a.ok("sync", "--status", "--json").stdout)
+    assert "unreachable" in status["last_error"]

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from zmem.namespace_keys import GLOBAL_NAMESPACE, fold_namespace_case  # noqa: F401 (re-exported)
+
 MEMORY_TYPES = ("fact", "lesson", "convention", "preference", "decision", "constraint")
 SIGNALS = ("test", "compile", "lint", "reviewer", "user", "none")
 GROUNDED_SIGNALS = ("test", "compile", "lint", "reviewer", "user")
@@ -26,23 +28,6 @@ SIGNAL_CONFIDENCE = {
     # Deliberately below the 0.25 recall floor: an ungrounded lesson is self-opinion.
     "none": 0.2,
 }
-
-GLOBAL_NAMESPACE = "user:global"
-# A project namespace named after a git remote (project:<host.tld>/<path>): hosts and the big
-# forges compare owner and repository without case, so the key is lower-cased (ASCII only, the
-# same in every locale, as the team hub's SQL does it).
-_REMOTE_NAMESPACE_PREFIX = "project:"
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-def fold_namespace_case(namespace: str) -> str:
-    """The one spelling of a remote-derived project namespace; any other namespace as it is."""
-    if not namespace.startswith(_REMOTE_NAMESPACE_PREFIX):
-        return namespace
-    head = namespace[len(_REMOTE_NAMESPACE_PREFIX) :].split("/", 1)
-    if len(head) < 2 or "." not in head[0]:
-        return namespace
-    return namespace.translate(_ASCII_LOWER)
 
 
 MAX_CONTENT_CHARS = 65536

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import apsw
 import click
@@ -13,8 +14,9 @@ from zmem import __version__, config, layout
 from zmem.cli import output
 from zmem.embedding import announce
 from zmem.errors import ZMemError
-from zmem.store import MemoryStore, failures
-from zmem.tokens import first_sentence
+
+if TYPE_CHECKING:
+    from zmem.store import MemoryStore
 
 # Exit codes (docs/cli.md): 0 ok, 1 target missing, 2 usage, refusal or unusable store, 3 store
 # busy; ZMemError subclasses carry 1-3. 4 is what no error class carries: a bug.
@@ -45,6 +47,8 @@ class StoreContext:
         """The store; only a command that stores something (add) may create it: a read of a
         store that does not exist says so instead of leaving an empty one behind."""
         if self._store is None:
+            from zmem.store import MemoryStore
+
             self._store = MemoryStore.open(settings=self.settings(), create=create)
             for line in self._store.warnings:
                 output.notice(line)
@@ -69,6 +73,21 @@ class ZMemCommand(click.Command):
 
 class ZMemGroup(click.Group):
     command_class = ZMemCommand
+    # Command name -> the module of zmem.cli that defines it, imported when the command is
+    # asked for: a command pays for its own imports, not every command's (`zmem --version`,
+    # `zmem sync`). --help and completion import them all. tests/test_cli_language.py holds
+    # this map to what the modules register.
+    lazy: dict[str, str] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for module in sorted(set(self.lazy.values())):
+            _load(module)
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            _load(self.lazy[cmd_name])
+        return super().get_command(ctx, cmd_name)
 
     def make_context(self, info_name, args, parent=None, **extra):  # type: ignore[override]
         if parent is None:
@@ -90,6 +109,8 @@ class ZMemGroup(click.Group):
         for name in self.list_commands(ctx):
             cmd = self.get_command(ctx, name)
             if cmd is not None and not cmd.hidden:
+                from zmem.tokens import first_sentence
+
                 # The first paragraph only: click's \b markers and lists follow it.
                 para = " ".join((cmd.short_help or cmd.help or "").split("\n\n")[0].split())
                 rows.append((name, first_sentence(para)))
@@ -118,6 +139,8 @@ class ZMemGroup(click.Group):
         except apsw.Error as exc:
             # A damaged file, a lock held past the busy timeout, a full disk: one line naming
             # the problem and the fix, never the driver's traceback.
+            from zmem.store import failures
+
             failure = failures.explain(exc, ctx.obj.store_hint() if ctx.obj else None)
             output.error(str(failure), failure.exit_code)
             ctx.exit(failure.exit_code)
@@ -224,20 +247,24 @@ def _warm_read(args: list[str], prog: str) -> tuple[int, str, str] | None:
     return done
 
 
-# Registering the commands; imported for their side effect on `cli`.
-from zmem.cli import (  # noqa: E402,F401
-    episodes,
-    evaluate,
-    hooks,
-    hub,
-    learning,
-    maintenance,
-    mcp,
-    model,
-    reads,
-    recall,
-    setup,
-    sync,
-    ui,
-    writes,
-)
+def _load(module: str) -> None:
+    """Import one command module of zmem.cli: its decorators register its commands on `cli`."""
+    import importlib
+
+    importlib.import_module(f"zmem.cli.{module}")
+
+
+ZMemGroup.lazy.update({
+    "add": "writes", "backup": "maintenance", "consolidate": "maintenance",
+    "contradict": "reads", "corrections": "hooks", "doctor": "hooks", "entity-list": "reads",
+    "entity-merge": "reads", "episode-add": "episodes", "episode-close": "episodes",
+    "episode-list": "episodes", "episode-open": "episodes", "export-jsonl": "sync",
+    "export-pack": "sync", "failures": "learning", "feedback": "writes", "get": "reads",
+    "hermes-install": "hooks", "hook": "hooks", "hub": "hub", "ingest-jsonl": "sync",
+    "invalidate": "writes", "links": "reads", "list": "reads", "mcp": "mcp", "model": "model",
+    "organize": "maintenance", "promote": "learning", "queue-clear": "hooks",
+    "queue-list": "hooks", "recall": "recall", "recent": "recall", "reembed": "maintenance",
+    "rekey-namespace": "maintenance", "restore": "maintenance", "search": "recall",
+    "setup": "setup", "stats": "reads", "supersede": "writes", "sweep": "maintenance",
+    "sync": "hub", "tune-weights": "evaluate", "ui": "ui", "update": "writes", "where": "reads",
+})  # fmt: skip

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from zmem.config import Settings
-from zmem.models import Memory
-from zmem.retrieval import render
-from zmem.retrieval.explain import Verdict
-from zmem.retrieval.request import RecallReport
+if TYPE_CHECKING:  # the reads' types; a command that prints none of them never imports them
+    from zmem.config import Settings
+    from zmem.models import Memory
+    from zmem.retrieval.explain import Verdict
+    from zmem.retrieval.request import RecallReport
 
 T = TypeVar("T")
 
@@ -209,7 +209,7 @@ def emit_report(
     """A recall/search/recent result: the read envelope, or the fenced block for people."""
     if as_json:
         emit_json(
-            render.envelope(
+            _render().envelope(
                 report.hits,
                 omitted=report.omitted,
                 tokens=report.tokens_used,
@@ -218,7 +218,7 @@ def emit_report(
             )
         )
     elif report.hits:
-        block = render.render_block(
+        block = _render().render_block(
             report.hits, passive=passive, char_budget=settings.ctx_budget, as_of=as_of
         )
         emit(block or "memories withheld: ZMEM_CTX_BUDGET is too small to show one row.")
@@ -227,6 +227,12 @@ def emit_report(
     if not passive:
         for w in report.warnings:
             warn(w)
+
+
+def _render():
+    from zmem.retrieval import render
+
+    return render
 
 
 def explain_text(query: str, effective: Mapping[str, Any], verdicts: Iterable[Verdict]) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from zmem.errors import HubRefused, HubUnavailable, UsageError
@@ -19,6 +18,7 @@ if TYPE_CHECKING:
     import psycopg
 
 SCHEMA = "zmem_hub"
+KINDS = ("memory", "link", "episode", "episode_memory")  # the record table's CHECK says these
 MEMBER_ROLE = "zmem_hub_member"
 CONNECT_TIMEOUT_S = 10
 # A statement that runs longer than this is cancelled: a sync never hangs on a stuck hub.
@@ -123,15 +123,20 @@ def connect(url: str, *, timeout: float = CONNECT_TIMEOUT_S) -> psycopg.Connecti
             options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
         )
     except psycopg.OperationalError as exc:
-        text = " ".join(str(exc).split()).lower()
-        if any(s in text for s in _REFUSED):
-            raise HubRefused(
-                f"the hub {where} refused the connection ({_reason(text)}): check the role's "
-                "password in ~/.pgpass, PGPASSWORD or the service file"
-            ) from None
-        why = _reason(text)
-        raise HubUnavailable(f"the hub {where} is unreachable ({why}); nothing changed") from None
+        raise connect_failure(str(exc), where) from None
     return conn
+
+
+def connect_failure(message: str, where: str) -> Exception:
+    """libpq's message for a connection that failed, as the CLI's refusal: the credentials or
+    the role (HubRefused, exit 2) or a hub that does not answer (HubUnavailable, exit 3)."""
+    text = " ".join(message.split()).lower()
+    if any(s in text for s in _REFUSED):
+        return HubRefused(
+            f"the hub {where} refused the connection ({_reason(text)}): check the role's "
+            "password in ~/.pgpass, PGPASSWORD or the service file"
+        )
+    return HubUnavailable(f"the hub {where} is unreachable ({_reason(text)}); nothing changed")
 
 
 def _reason(text: str) -> str:
@@ -163,6 +168,9 @@ def failure(exc: Exception, where: str) -> Exception:
 
 
 def _migrations() -> list[tuple[int, str, str]]:
+    # Imported here: reading the package's files is for `hub init`, not for every sync.
+    from importlib import resources
+
     out = []
     for entry in sorted(resources.files("zmem.db").joinpath("hub_migrations").iterdir(),
                         key=lambda e: e.name):  # fmt: skip
@@ -171,7 +179,8 @@ def _migrations() -> list[tuple[int, str, str]]:
     return out
 
 
-SCHEMA_VERSION = max(v for v, _, _ in _migrations())
+# The newest migration's number (hub_migrations/); tests/test_hub.py holds the two together.
+SCHEMA_VERSION = 2
 
 
 def version(conn: psycopg.Connection) -> int | None:

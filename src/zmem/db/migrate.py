@@ -15,14 +15,19 @@ from zmem.config import now_iso
 from zmem.db import vectors
 from zmem.db.connect import transaction
 from zmem.db.memories import POSTINGS_CAP, add_terms, dedup_terms
+from zmem.db.version import (  # re-exported: importers have long found them here
+    CASE_FOLDED,
+    FORWARD_COMPAT_SCHEMA_VERSION,
+    SCHEMA_VERSION,
+    is_current,
+    schema_version,
+)
 from zmem.errors import SchemaError
 from zmem.models import fold_namespace_case
 from zmem.tokens import similarity_norm
 
-SCHEMA_VERSION = 13
-# The newest schema this client may keep using: a maintenance release may raise it to an
-# additive-only newer schema (new side tables, no memory changes).
-FORWARD_COMPAT_SCHEMA_VERSION = 13
+__all__ = ["FORWARD_COMPAT_SCHEMA_VERSION", "SCHEMA_VERSION", "is_current", "migrate",
+           "schema_version"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -87,9 +92,6 @@ def _convert_term_df(conn: apsw.Connection) -> None:
         conn.execute("DROP TABLE term_df_without_rowid")
 
 
-_CASE_FOLDED = "namespace_case_folded"
-
-
 def _fold_namespace_case(conn: apsw.Connection) -> None:
     """Give remote-derived project namespaces their one spelling (models.fold_namespace_case),
     once per store: the hooks used to keep the repository path's case, so a clone by its
@@ -98,11 +100,11 @@ def _fold_namespace_case(conn: apsw.Connection) -> None:
     counts with them); the old spelling stays an alias, so anything that still names it reads
     the same rows. The schema version does not move: the data changed, not the layout. A
     marker in meta says it is done; checking it is one primary-key read per open."""
-    done = conn.execute("SELECT 1 FROM meta WHERE key = ?", (_CASE_FOLDED,)).fetchone()
+    done = conn.execute("SELECT 1 FROM meta WHERE key = ?", (CASE_FOLDED,)).fetchone()
     if done is not None:
         return
     with transaction(conn):
-        if conn.execute("SELECT 1 FROM meta WHERE key = ?", (_CASE_FOLDED,)).fetchone():
+        if conn.execute("SELECT 1 FROM meta WHERE key = ?", (CASE_FOLDED,)).fetchone():
             return  # another process did it meanwhile
         spaces = [r[0] for r in conn.execute(
             "SELECT namespace FROM memory UNION SELECT namespace FROM episode"
@@ -129,7 +131,7 @@ def _fold_namespace_case(conn: apsw.Connection) -> None:
                 (old, new, at),
             )
             conn.execute("UPDATE namespace_alias SET namespace = ? WHERE namespace = ?", (new, old))
-        conn.execute("INSERT INTO meta (key, value) VALUES (?, '1')", (_CASE_FOLDED,))
+        conn.execute("INSERT INTO meta (key, value) VALUES (?, '1')", (CASE_FOLDED,))
 
 
 def _normalise_merged_from(conn: apsw.Connection) -> None:
@@ -174,16 +176,6 @@ def load_migrations() -> list[Migration]:
     if versions != list(range(1, len(found) + 1)) or versions[-1] != SCHEMA_VERSION:
         raise SchemaError(f"migration files are not numbered 1..{SCHEMA_VERSION}: {versions}")
     return found
-
-
-def schema_version(conn: apsw.Connection) -> int:
-    has_meta = conn.execute(
-        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'"
-    ).fetchone()
-    if not has_meta:
-        return 0
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row else 0
 
 
 def migrate(

@@ -211,17 +211,6 @@ def max_rid(conn: apsw.Connection) -> int:
     return conn.execute("SELECT coalesce(max(rid), 0) FROM memory").fetchone()[0]
 
 
-def tombstone_count(conn: apsw.Connection, namespaces: Sequence[str]) -> int:
-    """Tombstoned rows of these namespaces (tombstones are never undone, rows never deleted)."""
-    if not namespaces:
-        return 0
-    return conn.execute(
-        f"SELECT count(*) FROM memory WHERE namespace IN ({_in(namespaces)}) "
-        "AND superseded_at IS NOT NULL",
-        tuple(namespaces),
-    ).fetchone()[0]
-
-
 def tombstoned(conn: apsw.Connection, namespaces: Sequence[str]) -> dict[str, str]:
     """id -> namespace of every tombstoned row of these namespaces."""
     if not namespaces:
@@ -231,20 +220,6 @@ def tombstoned(conn: apsw.Connection, namespaces: Sequence[str]) -> dict[str, st
         "AND superseded_at IS NOT NULL",
         tuple(namespaces),
     ))  # fmt: skip
-
-
-def graph_counts(conn: apsw.Connection, namespaces: Sequence[str]) -> tuple[int, int, int, int]:
-    """(links, episodes, closed episodes, memberships): links and memberships are never
-    deleted, an episode closes once, so an unchanged count means nothing new."""
-    links = conn.execute("SELECT count(*) FROM memory_link").fetchone()[0]
-    members = conn.execute("SELECT count(*) FROM episode_memory").fetchone()[0]
-    if not namespaces:
-        return links, 0, 0, members
-    episodes, closed = conn.execute(
-        f"SELECT count(*), count(ended_at) FROM episode WHERE namespace IN ({_in(namespaces)})",
-        tuple(namespaces),
-    ).fetchone()
-    return links, episodes, closed, members
 
 
 def links_in(conn: apsw.Connection, namespaces: Sequence[str]) -> list[tuple[str, Link]]:

@@ -13,7 +13,7 @@ from zmem.errors import ZMemError
 
 
 def hub(settings: config.Settings) -> dict[str, Any]:
-    from zmem.sync import hub as team
+    from zmem.sync import hub_local as team
 
     try:
         cfg = team.load_config(settings.data_dir)

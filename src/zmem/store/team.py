@@ -15,7 +15,7 @@ from zmem.errors import UsageError
 
 if TYPE_CHECKING:
     from zmem.store.vectors import StoreVectors
-    from zmem.sync.hub import HubConfig, SyncReport
+    from zmem.sync.hub_local import HubConfig, SyncReport
 
 
 class Team:
@@ -28,9 +28,9 @@ class Team:
     def hub_config(self) -> HubConfig:
         """The hub this store's data dir joined; UsageError when it joined none, or joined it
         for another store."""
-        from zmem.sync import hub
+        from zmem.sync import hub_local
 
-        cfg = hub.load_config(self.settings.data_dir)
+        cfg = hub_local.load_config(self.settings.data_dir)
         if cfg is None:
             raise UsageError(
                 "this data dir shares nothing: join a hub first "

@@ -10,99 +10,38 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
 from zmem import config
-from zmem.capture import policy
+from zmem.db import changes, hub_state, memories, origin
 from zmem.db import hub as hubdb
-from zmem.db import hub_state, memories, origin
 from zmem.db import sync as sync_db
 from zmem.db.connect import transaction
-from zmem.errors import HubRefused, Refusal, UsageError
-from zmem.models import GLOBAL_NAMESPACE, fold_namespace_case
+from zmem.errors import HubRefused, Refusal
+from zmem.models import GLOBAL_NAMESPACE
 from zmem.sync import hub_records as rec
-from zmem.sync.hub_screen import DATA_ERRORS, Screen, Screened
-from zmem.sync.ingest import IngestReport, ingest_chunks
+from zmem.sync.hub_local import (  # re-exported: the sync's own names
+    STATE_NAME,
+    HubConfig,
+    SyncReport,
+    _record_error,
+    hub_dir,
+    recorded,
+)
+
+if TYPE_CHECKING:
+    from zmem.sync.hub_screen import Screened
+    from zmem.sync.ingest import IngestReport
+
+# The capture policy, the screening and the ingest path are imported by the work that needs
+# them: a sync with nothing new (quick) never does.
 
 BATCH = 500  # objects a hub transaction (push) or page (pull)
-CONFIG_NAME = "hub.json"
-STATE_NAME = "state.sqlite"
-
-
-@dataclass
-class HubConfig:
-    url: str  # no password: libpq finds it (~/.pgpass, PGPASSWORD, a service file)
-    namespaces: list[str]
-    machine: str  # "<host>/<id>": who wrote what from where
-    store: str  # the store this data dir joined for
-    joined_at: str
-    role: str | None = None
-
-
-def hub_dir(data_dir: Path) -> Path:
-    return Path(data_dir) / "hub"
-
-
-def load_config(data_dir: Path) -> HubConfig | None:
-    path = hub_dir(data_dir) / CONFIG_NAME
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        cfg = HubConfig(**doc)
-        # Joined before project namespaces had one spelling: the hub migrated them too.
-        cfg.namespaces = list(dict.fromkeys(fold_namespace_case(ns) for ns in cfg.namespaces))
-        return cfg
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
-        raise UsageError(
-            f"{path} is not a hub record ZMem wrote ({exc}); `zmem hub leave`"
-        ) from None
-
-
-def save_config(data_dir: Path, cfg: HubConfig) -> Path:
-    folder = hub_dir(data_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / CONFIG_NAME
-    tmp = path.with_name(f".{CONFIG_NAME}.{os.getpid()}")
-    tmp.write_text(json.dumps(asdict(cfg), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
-def new_machine_id() -> str:
-    return f"{socket.gethostname() or 'machine'}/{uuid.uuid4().hex[:8]}"
-
-
 # ---- push ------------------------------------------------------------------------------------
-
-
-@dataclass
-class SyncReport:
-    pushed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(rec.KINDS, 0))
-    pulled: dict[str, int] = field(default_factory=lambda: dict.fromkeys(rec.KINDS, 0))
-    hub_changed: int = 0  # objects the hub took as new or changed state
-    redacted: int = 0  # pushed with secrets redacted (capture mode auto)
-    secret_warnings: int = 0  # pushed verbatim though secret-like (manual / reviewed)
-    # Pulled objects set aside (malformed, another namespace's id, a body that disagrees with
-    # what the hub checked): never applied, listed by `sync --status`.
-    quarantined: int = 0
-    refused: int = 0  # objects of this store the hub refused (listed the same way)
-    deferred: int = 0  # objects another session held on the hub: pushed again next sync
-    read_only: list[str] = field(default_factory=list)  # shared namespaces pulled, not pushed
-    ingest: dict[str, Any] = field(default_factory=dict)
-    behind: int | None = None
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class _Sync:
@@ -151,6 +90,8 @@ class _Sync:
     def _outgoing_memory(self, m: Any) -> dict[str, Any] | None:
         """A row as it goes to the hub: the capture policy of this machine's mode first (auto
         redacts secrets, so none reaches the hub)."""
+        from zmem.capture import policy
+
         body = rec.memory_body(m)
         try:
             row = policy.prepare(
@@ -225,7 +166,7 @@ class _Sync:
             self._tick("push", len(rows))
         # Tombstones of rows pushed or pulled before: counted first, listed second, so one
         # that lands in between is seen now or next time, never lost.
-        count = sync_db.tombstone_count(self.conn, self.writable)
+        count = changes.tombstone_count(self.conn, self.writable)
         if count != cursors.get("tomb_count"):
             dead = sync_db.tombstoned(self.conn, self.writable)
             held = hub_state.known(self.state, "memory")
@@ -241,7 +182,7 @@ class _Sync:
         self._push_graph(cursors)
 
     def _push_graph(self, cursors: dict[str, int]) -> None:
-        links, episodes, closed, members = sync_db.graph_counts(self.conn, self.writable)
+        links, episodes, closed, members = changes.graph_counts(self.conn, self.writable)
         if links != cursors.get("link_count"):
             held = hub_state.known(self.state, "link")
             todo = [
@@ -293,6 +234,8 @@ class _Sync:
         if window is None:
             window, after = hubdb.snapshot(self.hub), 0
             hub_state.set_marks(self.state, {"pull_window": window, "pull_after": "0"})
+        from zmem.sync.ingest import IngestReport
+
         spaces = [hubdb.hub_namespace(ns, self.role) for ns in self.ns]
         totals = IngestReport()
         while page := hubdb.page(self.hub, prev, window, after, spaces, self.batch):
@@ -335,6 +278,9 @@ class _Sync:
         path: memories first (their capture policy, vectors, entities, the duplicate guard),
         then links, episodes, memberships. An object the ingest path cannot take is found by
         applying the page one object at a time, and quarantined too."""
+        from zmem.sync.hub_screen import DATA_ERRORS, Screen
+        from zmem.sync.ingest import IngestReport
+
         now = config.now_iso()
         screen = Screen(self.conn, self.role, now, self.settings.capture_mode)
         good, bad = screen.run(rows)
@@ -358,6 +304,8 @@ class _Sync:
         return report
 
     def _ingest(self, items: Sequence[Screened], now: str) -> IngestReport:
+        from zmem.sync.ingest import ingest_chunks
+
         chunk = [(n, "ok", s.record) for n, s in enumerate(items, 1) if s.row.kind != "link"]
         links: dict[str, list[dict[str, Any]]] = {}
         for s in items:
@@ -372,7 +320,7 @@ class _Sync:
             return
         rows = []
         for item, reason in bad:
-            r = item.row if isinstance(item, Screened) else item
+            r = getattr(item, "row", item)  # a Screened object or a bare HubRow
             rows.append((str(r.kind)[:40], str(r.key)[:400], r.seq, r.namespace,
                          r.written_by, str(r.machine)[:200], reason[:300]))  # fmt: skip
         hub_state.quarantine(self.state, "pull", rows, now)
@@ -464,38 +412,6 @@ def _as_refusal(exc: Exception, where: str) -> Exception:
     if isinstance(exc, psycopg.Error):
         return hubdb.failure(exc, where)
     return exc
-
-
-def _record_error(state: apsw.Connection, exc: Exception) -> None:
-    hub_state.set_status(state, {"last_error": f"{config.now_iso()} {exc}"})
-
-
-@dataclass
-class Recorded:
-    """What the last syncs left in the bookkeeping: read without the network or a write."""
-
-    status: dict[str, str] = field(default_factory=dict)
-    marks: dict[str, str | None] = field(default_factory=dict)
-    writers: list[tuple] = field(default_factory=list)
-    quarantine_counts: dict[str, int] = field(default_factory=dict)
-    quarantine: list[dict[str, Any]] = field(default_factory=list)
-
-
-def recorded(data_dir: Path) -> Recorded:
-    state = hub_state.open_read_only(hub_dir(data_dir) / STATE_NAME)
-    if state is None:
-        return Recorded()
-    out = Recorded()
-    try:
-        out.status = hub_state.status(state)
-        out.writers = hub_state.writers(state)
-        out.marks = hub_state.marks(state)
-        out.quarantine_counts, out.quarantine = hub_state.quarantined(state)
-    except apsw.Error:
-        pass  # a bookkeeping file from before a table existed: what was read stands
-    finally:
-        state.close()
-    return out
 
 
 def status(settings: config.Settings, cfg: HubConfig, *, ask_hub: bool = True) -> dict[str, Any]:

@@ -13,14 +13,8 @@ from zmem import config
 from zmem.db import hub as hubdb
 from zmem.errors import UsageError
 from zmem.models import GLOBAL_NAMESPACE, fold_namespace_case
-from zmem.sync.hub import (
-    HubConfig,
-    _as_refusal,
-    hub_dir,
-    load_config,
-    new_machine_id,
-    save_config,
-)
+from zmem.sync.hub import _as_refusal
+from zmem.sync.hub_local import HubConfig, hub_dir, load_config, new_machine_id, save_config
 
 
 def _admin(url: str, work: Callable[[Any], Any]) -> Any:

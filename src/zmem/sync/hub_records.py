@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from zmem.db import hub as hubdb
 from zmem.models import Episode, Link, Memory
 from zmem.sync.records import episode_record, membership_record, memory_record
 
-KINDS = ("memory", "link", "episode", "episode_memory")
+KINDS = hubdb.KINDS
 # What a machine's own reading of its memories changes: popularity and usage feedback stay on
 # the machine that saw them (a pulled row starts at zero there).
 _LOCAL = {
