@@ -126,8 +126,8 @@ def library_noop(env: dict[str, str], runs: int = 15) -> float:
 
 def initial(pg, work: Path, rows: int, profile: str, pgpass: Path, seed: int) -> dict:
     url = {r: pg.url(user=r, password=None) for r in ("alice", "bob")}
-    a = store_with(work, f"a-{profile}", rows, seed, "fake", pgpass)
-    b = work / f"b-{profile}"
+    a = store_with(work, f"a-{profile}-{rows}", rows, seed, "fake", pgpass)
+    b = work / f"b-{profile}-{rows}"
     b.mkdir()
     env_a, env_b = env_for(a, "fake", pgpass), env_for(b, profile, pgpass)
     zmem(env_a, "hub", "join", "--url", url["alice"], "--namespace", NS)

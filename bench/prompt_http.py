@@ -11,6 +11,8 @@ next at once; the request waits in the port's queue) and after an idle exit (the
 starts one when the request comes), each timed from the POST to the reply.
 
     .venv/bin/python bench/prompt_http.py [--memories 10000] [--runs 60] [--work /tmp/hookbench]
+    .venv/bin/python bench/prompt_http.py --vs /tmp/previous-main/src   # the http hook only,
+        # this tree's keeper and that tree's, each on its own copy of the store, alternated
     .venv/bin/python bench/prompt_http.py --scale-store \\
         ~/.cache/zmem-bench/recall-hybrid-v3-100000-20241202.sqlite
 """
@@ -81,11 +83,18 @@ def wait(predicate, seconds: float = 120.0) -> None:
         time.sleep(0.02)
 
 
-def start_keeper(data: Path, env: dict[str, str]) -> http_hook.HttpConfig:
+def start_keeper(data: Path, env: dict[str, str], src: str | None = None) -> http_hook.HttpConfig:
+    """A keeper (of this tree, or of `src`: another tree's keeper and resident process) on
+    the data dir's http config, listening."""
     config = http_hook.load_config(data) or http_hook.new_config(None)
     http_hook.write_config(data, config)
-    if not http_hook.start(data, dict(env, PYTHONPATH=str(ROOT / "src"))):
+    if http_hook.running(data):
         raise SystemExit("no keeper started (one already holds the port?)")
+    subprocess.Popen(
+        [sys.executable, "-m", "zmem.resident.keeper", str(data)],
+        env=dict(env, PYTHONPATH=src or str(ROOT / "src")), start_new_session=True,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
     wait(lambda: http_hook.running(data))
     return config
 
@@ -103,6 +112,7 @@ def main() -> None:
     ap.add_argument("--restarts", type=int, default=3, help="kills and idle exits to time")
     ap.add_argument("--work", default="/tmp/hookbench", help="store dir shared with hooks.py")
     ap.add_argument("--scale-store", type=Path, help="a bench/recall_scale.py store to use")
+    ap.add_argument("--vs", default=None, help="another tree's src/: its keeper, alternated")
     args = ap.parse_args()
     work = Path(args.work)
     prompts = hook_bench.PROMPTS
@@ -128,6 +138,9 @@ def main() -> None:
     stop_keeper(data) if http_hook.running(data) else None
     (data / "zmem-hookd.sock").unlink(missing_ok=True)
 
+    if args.vs:
+        compare(data, project, env, prompts, args)
+        return
     config = start_keeper(data, env)
     http_ms, command_ms, bare_ms = [], [], []
     injected = 0
@@ -193,6 +206,42 @@ def main() -> None:
     print("| case | each |\n|---|---|")
     print(f"| killed (SIGKILL), the keeper starts the next at once | {_each(killed_ms)} |")
     print(f"| after an idle exit, started by the request | {_each(idle_ms)} |")
+
+
+def compare(data: Path, project: Path, env: dict[str, str], prompts: list[str], args) -> None:
+    """This tree's keeper and another's (`--vs`), each on its own copy of the store, the same
+    prompts posted to both in turn (the order flipped every round)."""
+    import shutil
+
+    other = data.with_name(data.name + "-vs")
+    shutil.rmtree(other, ignore_errors=True)
+    other.mkdir(parents=True)
+    shutil.copy2(data / "store.sqlite", other / "store.sqlite")
+    sides = {"this tree": (data, str(ROOT / "src")), args.vs: (other, args.vs)}
+    configs = {}
+    try:
+        for name, (d, src) in sides.items():
+            configs[name] = start_keeper(d, dict(env, ZMEM_DATA=str(d)), src)
+        for i in range(5):
+            for name in sides:
+                post(configs[name], project, prompts[i % len(prompts)])
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        for i in range(args.runs):
+            order = list(sides) if i % 2 == 0 else list(reversed(sides))
+            for name in order:
+                times[name].append(post(configs[name], project, prompts[i % len(prompts)])[0])
+    finally:
+        for d, _ in sides.values():
+            if http_hook.running(d):
+                stop_keeper(d)
+    print(f"\nhttp prompt hook, {args.memories:,} memories, profile {args.profile}, alternated")
+    print("| keeper from | runs | p50 ms | p95 ms |\n|---|---:|---:|---:|")
+    for name, xs in times.items():
+        print(f"| {name} | {len(xs)} | {statistics.median(xs):.1f} | "
+              f"{hook_bench.pct(xs, 0.95):.1f} |")  # fmt: skip
+    a, b = times.values()
+    ratio = statistics.median(x / y for x, y in zip(a, b, strict=True))
+    print(f"median paired ratio (this tree / {args.vs}): {ratio:.3f}")
 
 
 def _each(values: list[float]) -> str:

@@ -164,7 +164,7 @@ def test_search_and_recall_take_query_and_the_old_text(run_cli, seeded, tmp_path
     both = run_cli("search", "--query", "a", "--text", "b")
     assert both.exit_code == 2 and "old spelling of --query" in both.output
     missing = run_cli("recall", "--json")
-    assert missing.exit_code == 2 and "Missing option '--query'" in missing.output
+    assert missing.exit_code == 2 and "Missing the query: zmem recall QUERY" in missing.output
     assert table_counts(seeded) == before
 
 

@@ -132,7 +132,8 @@ def _cases() -> list[tuple[tuple[str, ...], int]]:
         (("add", "--namespace", "Project:repo", "--type", "fact", "--content", "ok"), 2),
         (("add", "--namespace", "project:a\x85b", "--type", "fact", "--content", "ok"), 2),
         (("add", "--namespace", NS, "--type", "rumour", "--content", "ok"), 2),
-        (("add", "--namespace", NS, "--content", "no type"), 2),
+        (("add", "--namespace", NS), 2),  # nothing to remember
+        (("add", "--namespace", NS, "--content", "twice", "once more"), 2),  # text given twice
         (("update", "--id", MISSING, "--content", "new"), 2),
         (("update", "--id", a, "--content", ""), 2),
         (("update", "--id", a, "--content", "ok", "--confidence", "-1"), 2),

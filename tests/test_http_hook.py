@@ -157,6 +157,9 @@ def test_a_near_secret_is_refused_too(served, tmp_path):
         ("POST", "/", "{}", 404),
         ("POST", "/zmem-hook/codex/UserPromptSubmit", "{}", 404),
         ("POST", "/zmem-hook/claude/../../etc", "{}", 404),
+        # Only the path setup wires as http (issue 48): the other events are command hooks.
+        ("POST", "/zmem-hook/claude/SessionStart", "{}", 404),
+        ("POST", "/zmem-hook/claude/Stop", "{}", 404),
     ],
 )
 def test_other_requests_are_refused(served, method, path, body, expected):
@@ -475,7 +478,9 @@ def test_a_port_another_program_took_is_moved_by_setup_and_named_by_doctor(
         _settle(lambda: not _workers(data))
 
 
-def test_doctor_warns_when_the_wired_port_is_taken(home, run_cli, monkeypatch):
+def test_doctor_fails_when_the_wired_port_is_taken(home, run_cli, monkeypatch):
+    """A program on the hook's port that cannot answer the identity question (it never
+    read the secret) gets the prompts and the secret: doctor fails (issue 48), naming it."""
     import socket
 
     monkeypatch.setenv("ZMEM_HOOK_DAEMON", "1")
@@ -496,8 +501,9 @@ def test_doctor_warns_when_the_wired_port_is_taken(home, run_cli, monkeypatch):
     finally:
         squatter.close()
     wiring = next(c for c in doctor["checks"] if c["check"] == "host-wiring")
-    assert wiring["status"] == "warn"
+    assert wiring["status"] == "fail"
     assert f"127.0.0.1:{config.port}, held by another program" in wiring["detail"]
+    assert "cannot prove" in wiring["detail"]
 
 
 def test_a_resident_process_serves_only_the_port_the_config_still_names(isolated_env):

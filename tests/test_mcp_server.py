@@ -233,14 +233,41 @@ def test_http_refuses_a_missing_or_wrong_token(http_server, token):
     assert "/.well-known" not in raw.text
 
 
-def test_http_without_a_token_on_loopback_serves_everyone(tmp_path):
+def test_http_without_a_configured_token_requires_the_data_dirs_own(tmp_path):
+    """Loopback is open to every user of the machine (issue 48): with no token configured,
+    the server requires the data dir's own, which `--print-token` shows and only this user can
+    read; a request without it is refused and runs nothing."""
+    import stat
+
     server = HttpServer(tmp_path)
     try:
-        (result,) = run_calls(server.url, None, [("stats", {})])
+        import urllib.error
+        import urllib.request
+
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "x", "version": "1"}}}  # fmt: skip
+        request = urllib.request.Request(
+            server.url, data=json.dumps(init).encode(),
+            headers={"Content-Type": "application/json",
+                     "Accept": "application/json, text/event-stream"},
+        )  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 401
+        printed = subprocess.run(
+            [str(ZMEM), "mcp", "--print-token"], env=env_for(tmp_path), capture_output=True,
+            text=True,
+        )  # fmt: skip
+        token = printed.stdout.strip()
+        assert printed.returncode == 0 and len(token) >= 32
+        (result,) = run_calls(server.url, token, [("stats", {})])
         assert not result.is_error and text(result)["live"] == 0
     finally:
-        code, out, _ = server.stop()
-    assert code == 0 and out == ""
+        code, out, err = server.stop()
+    assert code == 0 and out == "" and token not in err
+    token_file = tmp_path / "data" / "mcp-http-token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
 
 
 # ---- startup refusals ----------------------------------------------------------------------
@@ -306,23 +333,51 @@ def test_a_weak_token_cannot_guard_a_non_loopback_listener(tmp_path, env, token_
     assert not (tmp_path / "store.sqlite").exists()
 
 
+def test_the_start_says_how_a_client_gets_the_token(tmp_path):
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [str(ZMEM), "mcp", "--http", "--port", "0"], env=env_for(tmp_path),
+            stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and "--print-token" not in log.read_text():
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    said = log.read_text()
+    assert "listening on" in said and "`zmem mcp --print-token` prints it" in said
+    assert local_token(tmp_path) not in said
+
+
+def local_token(tmp_path: Path) -> str:
+    """The data dir's own token, as `zmem mcp --print-token` shows it to a client."""
+    done = subprocess.run([str(ZMEM), "mcp", "--print-token"], env=env_for(tmp_path),
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def test_a_running_server_serves_the_restored_store(tmp_path):
     server = HttpServer(tmp_path)
+    token = local_token(tmp_path)
     try:
         env = env_for(tmp_path)
         first = {"content": "before the snapshot: use pnpm", "namespace": "project:r",
                  "type": "fact", "signal": "user"}  # fmt: skip
-        (added,) = run_calls(server.url, None, [("add", first)])
+        (added,) = run_calls(server.url, token, [("add", first)])
         assert not added.is_error
         done = subprocess.run([str(ZMEM), "backup", "--json"], env=env, capture_output=True,
                               text=True, timeout=60)  # fmt: skip
         snap = json.loads(done.stdout)["path"]
         later = {**first, "content": "after the snapshot: use yarn"}
-        run_calls(server.url, None, [("add", later)])
+        run_calls(server.url, token, [("add", later)])
         done = subprocess.run([str(ZMEM), "restore", "--from", snap, "--force"], env=env,
                               capture_output=True, text=True, timeout=60)  # fmt: skip
         assert done.returncode == 0, done.stderr
-        (stats,) = run_calls(server.url, None, [("stats", {})])
+        (stats,) = run_calls(server.url, token, [("stats", {})])
         assert text(stats)["live"] == 1
     finally:
         code, out, _ = server.stop()

@@ -13,14 +13,17 @@ PORT = 48123
 HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
 
 
-def fake_proc(tmp_path: Path, *, listening: bool, owner: list[str] | None) -> Path:
-    """net/tcp with (or without) a listening socket on PORT; `owner` is the argv of a process
-    whose fd points at it, None for a socket no visible process holds."""
+def fake_proc(
+    tmp_path: Path, *, listening: bool, owner: list[str] | None, uid: int | None = None
+) -> Path:
+    """net/tcp with (or without) a listening socket on PORT, owned by `uid` (default this
+    user); `owner` is the argv of a process whose fd points at it, None for a socket no
+    visible process holds."""
     proc = tmp_path / "proc"
     (proc / "net").mkdir(parents=True)
     line = (
         f"   0: 0100007F:{PORT:04X} 00000000:0000 0A 00000000:00000000 00:00000000 00000000"
-        "  1000        0 777 1\n"
+        f"  {os.getuid() if uid is None else uid:4d}        0 777 1\n"
     )
     (proc / "net" / "tcp").write_text(HEADER + (line if listening else ""))
     busy = proc / "4242"
@@ -69,3 +72,15 @@ def test_another_users_program_whose_owner_cannot_be_seen(tmp_path):
 
 def test_no_proc_to_tell(tmp_path):
     assert ports.holder(PORT, tmp_path / "data", tmp_path / "absent") is None
+
+
+def test_another_users_socket_is_another_program_whatever_its_argv(tmp_path):
+    """Issue 48: an attacker's fake server imitating the keeper's argv, on the port: the
+    kernel's table says whose socket it is, and that is not this user's."""
+    data = tmp_path / "data"
+    proc = fake_proc(
+        tmp_path, listening=True, owner=["python", "-m", "zmem.resident.keeper", str(data)],
+        uid=os.getuid() + 4242,
+    )  # fmt: skip
+    assert ports.holder(PORT, data, proc) == ports.ANOTHER
+    assert ports.foreign_owner(PORT, proc) == os.getuid() + 4242

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zmem import untrusted
 from zmem.capture.namespaces import validate_namespace
 from zmem.errors import UsageError, ZMemError
 from zmem.models import GLOBAL_NAMESPACE
@@ -150,6 +151,9 @@ def parse_token_file(text: str, where: str = "ZMEM_MCP_TOKEN_FILE") -> Token:
     return Token(value, Scope(frozenset(allowed)), "ZMEM_MCP_TOKEN_FILE")
 
 
+TOKEN_FILE_CAP = 64 * 1024  # a token and its namespaces; a file past this is not a token file
+
+
 def load_tokens(env: Mapping[str, str]) -> TokenConfig:
     tokens: list[Token] = []
     operator = env.get("ZMEM_MCP_TOKEN")
@@ -158,7 +162,10 @@ def load_tokens(env: Mapping[str, str]) -> TokenConfig:
     path = env.get("ZMEM_MCP_TOKEN_FILE", "").strip()
     if path:
         try:
-            text = Path(path).expanduser().read_text(encoding="utf-8")
+            raw = untrusted.read_head(Path(path).expanduser(), TOKEN_FILE_CAP + 1)
+            if len(raw) > TOKEN_FILE_CAP:
+                raise UsageError(f"ZMEM_MCP_TOKEN_FILE {path} is over {TOKEN_FILE_CAP} bytes")
+            text = raw.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8"
             raise UsageError(f"ZMEM_MCP_TOKEN_FILE {path} cannot be read ({reason})") from None
@@ -170,6 +177,49 @@ def load_tokens(env: Mapping[str, str]) -> TokenConfig:
             )
         tokens.append(scoped)
     return TokenConfig(tuple(tokens))
+
+
+LOCAL_TOKEN_SOURCE = "the data dir's token"
+
+
+def local_token(data_dir: Path, *, create: bool = True) -> str | None:
+    """`zmem mcp --http`'s own bearer token (issue 48): <data dir>/mcp-http-token, made on first
+    use, readable by this user alone. A listener on loopback is open to every local user, so
+    none runs without a token: this is the one used when neither ZMEM_MCP_TOKEN nor
+    ZMEM_MCP_TOKEN_FILE names one (`zmem mcp --print-token` shows it to other clients)."""
+    import os
+    import secrets
+
+    from zmem.layout import MCP_TOKEN, PRIVATE_FILE_MODE
+
+    path = Path(data_dir) / MCP_TOKEN
+    try:
+        value = untrusted.read_text(path, 4096).strip()
+        if len(value) >= MIN_TOKEN_CHARS and not value.startswith("{"):
+            return value
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise UsageError(f"{path} cannot be read ({exc.strerror or exc}); remove it") from None
+    if not create:
+        return None
+    value = secrets.token_urlsafe(32)
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(value + "\n")
+    os.replace(tmp, path)
+    return value
+
+
+def with_local_token(tokens: TokenConfig, data_dir: Path) -> TokenConfig:
+    """The configured tokens, or the data dir's own when none is: never an open listener."""
+    if tokens.configured:
+        return tokens
+    value = local_token(data_dir)
+    assert value is not None
+    return TokenConfig((Token(value, UNSCOPED, LOCAL_TOKEN_SOURCE),))
 
 
 # ---- listening -----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ SOCKET_NAME = "zmem-hookd.sock"  # the resident process listens here
 SPAWN_STAMP = "zmem-hookd.starting"  # a client started one; others wait out the grace period
 LOG_NAME = "zmem-bg.log"  # one line per hook decision
 HTTP_CONFIG = "hookd-http.json"  # Claude Code's http prompt hook: port and secret (setup claude)
+MCP_TOKEN = "mcp-http-token"  # `zmem mcp --http`'s own bearer token when none is configured
 KEEPER_PID = "zmem-hookd-keeper.pid"  # the process holding that port (resident.keeper)
 # Per-session cooldown sentinels: .<kind>-prompted-<session>, pruned by `zmem sweep`.
 SENTINEL_KINDS = ("capture", "convention")

@@ -2,7 +2,8 @@
 git remote when there is one (so two clones of one repository share memory), else
 `project:<basename>` of the checkout root. Also resolves ZMEM_NS_MIGRATION_MAP entries into
 (legacy key, canonical key) pairs. Reads .git/config directly: no git subprocess on the hook
-path."""
+path. The files belong to the checkout or to a directory above it anyone may write, so each is
+read as hostile input (zmem.untrusted): a FIFO or device planted as .git/config is skipped."""
 
 from __future__ import annotations
 
@@ -10,12 +11,17 @@ import json
 import re
 from pathlib import Path
 
+from zmem import untrusted
 from zmem.models import GLOBAL_NAMESPACE, fold_namespace_case
 
 _REMOTE = re.compile(r'^\s*\[remote\s+"([^"]+)"\]\s*$')
 _URL = re.compile(r"^\s*url\s*=\s*(.+?)\s*$")
 _SECTION = re.compile(r"^\s*\[")
 _SCP = re.compile(r"^(?:[^@/]+@)?([^:/]+):(.+)$")  # git@host:owner/repo.git
+# A .git file or commondir is one line; a repository's config rarely passes a few KB. A longer
+# config is read up to here: the remote sections come first in every git-written file.
+GITFILE_CAP = 4096
+CONFIG_CAP = 256 * 1024
 
 
 def find_checkout(cwd: str | Path) -> tuple[Path, Path | None]:
@@ -27,7 +33,7 @@ def find_checkout(cwd: str | Path) -> tuple[Path, Path | None]:
             return d, dot
         if dot.is_file():  # a worktree or submodule: "gitdir: <path>"
             try:
-                text = dot.read_text(encoding="utf-8", errors="replace").strip()
+                text = untrusted.read_text(dot, GITFILE_CAP).strip()
             except OSError:
                 return d, None
             if text.startswith("gitdir:"):
@@ -35,7 +41,10 @@ def find_checkout(cwd: str | Path) -> tuple[Path, Path | None]:
                 gitdir = gitdir if gitdir.is_absolute() else (d / gitdir).resolve()
                 common = gitdir / "commondir"
                 if common.is_file():
-                    rel = common.read_text(encoding="utf-8", errors="replace").strip()
+                    try:
+                        rel = untrusted.read_text(common, GITFILE_CAP).strip()
+                    except OSError:
+                        return d, None
                     gitdir = (gitdir / rel).resolve()
                 return d, gitdir
             return d, None
@@ -45,7 +54,7 @@ def find_checkout(cwd: str | Path) -> tuple[Path, Path | None]:
 def remote_url(gitdir: Path) -> str | None:
     """origin's url, else the first remote's."""
     try:
-        lines = (gitdir / "config").read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = untrusted.read_text(gitdir / "config", CONFIG_CAP).splitlines()
     except OSError:
         return None
     urls: dict[str, str] = {}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from zmem.cli import cli, output, scope
+from zmem.cli import output, scope
+from zmem.cli.app import cli
 
 
 @cli.command("episode-open")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from zmem.cli import cli, output, words
+from zmem.cli import output, words
+from zmem.cli.app import cli
 from zmem.errors import UsageError
 from zmem.models import MAX_LIMIT
 

@@ -13,7 +13,8 @@ import click
 
 from zmem import config
 from zmem.capture import corrections
-from zmem.cli import cli, output, scope, words
+from zmem.cli import output, scope, words
+from zmem.cli.app import cli
 from zmem.hosts import emit, events, sidecars
 from zmem.resident import client
 

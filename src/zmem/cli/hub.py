@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import click
 
-from zmem.cli import cli, output
+from zmem.cli import output
+from zmem.cli.app import cli
 from zmem.errors import UsageError
 
 URL_HELP = (

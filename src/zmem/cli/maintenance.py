@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from zmem.cli import cli, output
+from zmem.cli import output
+from zmem.cli.app import cli
 from zmem.embedding import PROFILES
 from zmem.models import MAX_LIMIT
 from zmem.store import MemoryStore

@@ -8,7 +8,8 @@ import click
 from click.core import ParameterSource
 
 from zmem import access, config
-from zmem.cli import cli, output
+from zmem.cli import output
+from zmem.cli.app import cli
 from zmem.errors import UsageError
 from zmem.store import MemoryStore
 
@@ -35,8 +36,13 @@ from zmem.store import MemoryStore
     "Default over stdio: the checkout of the client's workspace root, else of the folder the "
     "server starts in; over HTTP: none (those calls must name one).",
 )  # fmt: skip
+@click.option(
+    "--print-token", is_flag=True,
+    help="Print the bearer token `--http` requires when no ZMEM_MCP_TOKEN(_FILE) names one "
+    "(made on first use in the data dir, readable by you alone), and exit.",
+)  # fmt: skip
 @click.pass_obj
-def mcp(obj, stdio, http, host, port, namespace):
+def mcp(obj, stdio, http, host, port, namespace, print_token):
     """Serve the memory tools over the Model Context Protocol.
 
     Tools: recall, search, recent, get, add, update, invalidate, supersede, links, contradict,
@@ -44,11 +50,24 @@ def mcp(obj, stdio, http, host, port, namespace):
     default to taint (origin trust) untrusted_tool; recall and search count as retrievals,
     session_start is passive.
 
-    Over HTTP every request needs `Authorization: Bearer <token>` when a token is configured:
-    ZMEM_MCP_TOKEN is an operator token (every namespace); ZMEM_MCP_TOKEN_FILE holds a bare
-    token, or {"token": "...", "namespaces": ["project:x", "user:global"]} to confine a client.
-    Over stdio the token file's scope, if any, applies to the session.
+    Over HTTP every request needs `Authorization: Bearer <token>`; a request without it gets
+    401 and runs nothing. ZMEM_MCP_TOKEN is an operator token (every namespace);
+    ZMEM_MCP_TOKEN_FILE holds a bare token, or {"token": "...", "namespaces": ["project:x",
+    "user:global"]} to confine a client; with neither, the data dir's own token (`--print-token`)
+    is required: a port on loopback is open to every user of this machine. Over stdio the token
+    file's scope, if any, applies to the session.
     """
+    if print_token:
+        if stdio or http:
+            raise UsageError("--print-token prints the token and exits; give it alone")
+        configured = access.load_tokens(os.environ)
+        if configured.configured:
+            raise UsageError(
+                "ZMEM_MCP_TOKEN or ZMEM_MCP_TOKEN_FILE names the token --http requires: clients "
+                "use that one"
+            )
+        output.emit(access.local_token(obj.settings().data_dir) or "")
+        return
     if stdio and http:
         raise UsageError("choose one of --stdio and --http")
     ctx = click.get_current_context()
@@ -70,6 +89,7 @@ def mcp(obj, stdio, http, host, port, namespace):
     settings = obj.settings()
     if http:
         serve.check_http(host, tokens)  # before the store is opened: nothing created
+        tokens = access.with_local_token(tokens, settings.data_dir)
     with MemoryStore.open(settings=settings, create=True) as store:
         for line in store.warnings:
             output.notice(line)

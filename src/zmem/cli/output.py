@@ -109,6 +109,13 @@ def ask(question: str, default: bool = True) -> bool | None:
     return click.confirm(question, default=default, err=True)
 
 
+def choose(question: str, choices: Sequence[str], default: str) -> str:
+    """One of `choices`, asked of the person at the terminal (on stderr)."""
+    return click.prompt(
+        question, type=click.Choice(list(choices)), default=default, err=True, show_choices=True
+    )
+
+
 def describe_warning(w: Mapping[str, Any]) -> str:
     kind = w.get("type")
     if kind == "redacted":

@@ -9,18 +9,20 @@ import click
 
 from zmem.capture.project_namespace import checkout_namespace
 from zmem.capture.source import source_state
-from zmem.cli import cli, output, scope, words
+from zmem.cli import output, scope, words
+from zmem.cli.app import cli
 from zmem.errors import UsageError, ZMemError
 from zmem.models import ENTITY_KINDS, GLOBAL_NAMESPACE, LINK_RELATIONS, MAX_LIMIT, MEMORY_TYPES
 
 
 @cli.command()
-@click.option("--id", "memory_id", required=True, help=words.MEMORY_ID)
+@click.argument("id_arg", required=False, metavar="[ID]")
+@click.option("--id", "memory_id", default=None, help=words.MEMORY_ID + " The same as ID.")
 @click.option("--json", "as_json", is_flag=True, help=words.ALWAYS_JSON)
 @click.pass_obj
-def get(obj, memory_id, as_json):
-    """Show one memory as JSON, with its links, entities and episodes."""
-    described = obj.store().describe(memory_id)
+def get(obj, id_arg, memory_id, as_json):
+    """Show one memory as JSON, with its links, entities and episodes: `zmem get ID`."""
+    described = obj.store().describe(the_id(id_arg, memory_id))
     for line in described.pop("warnings"):
         output.warn(line)
     output.emit_json(described)
@@ -65,6 +67,16 @@ def list_(obj, namespace, all_namespaces, type_, include_superseded, as_of, limi
         output.emit(line)
     if not rows:
         output.emit("no memories" + (f" in {namespace}" if namespace else ""))
+
+
+def the_id(positional: str | None, option: str | None) -> str:
+    """The id a command names, as ID or --id (one of them)."""
+    if positional is not None and option is not None:
+        raise UsageError("give the id once: as ID or as --id")
+    given = positional if positional is not None else option
+    if given is None:
+        raise UsageError("name the memory: its id (or a unique prefix) as ID or --id")
+    return given
 
 
 def _with_origin(row: dict, came) -> dict:

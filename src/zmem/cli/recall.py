@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from zmem.cli import cli, output, scope
+from zmem.cli import output, scope
+from zmem.cli.app import cli
 from zmem.cli.writes import read_content
 from zmem.errors import UsageError
 from zmem.models import MAX_LIMIT
@@ -56,18 +57,23 @@ def _query_option(text: str):
         f = click.option(
             "--text", "old_text", default=None, hidden=True, help="The old spelling of --query."
         )(f)
-        return click.option("--query", default=None, help=f"{text} '-' reads stdin. Required.")(f)
+        f = click.option(
+            "--query", default=None, help=f"{text} The same as QUERY; '-' reads stdin."
+        )(f)
+        return click.argument("query_words", nargs=-1, metavar="QUERY")(f)
 
     return deco
 
 
-def _the_query(query: str | None, old_text: str | None) -> str:
+def _the_query(words: tuple[str, ...], query: str | None, old_text: str | None) -> str:
     if query is not None and old_text is not None:
         raise UsageError("--text is the old spelling of --query: give one of them")
-    given = query if query is not None else old_text
-    if given is None:
-        raise click.UsageError("Missing option '--query'.")
-    return read_content(given)
+    given = [g for g in (" ".join(words) if words else None, query, old_text) if g is not None]
+    if len(given) > 1:
+        raise UsageError("give the query once: as QUERY or as --query")
+    if not given:
+        raise click.UsageError("Missing the query: zmem recall QUERY (or --query QUERY).")
+    return read_content(given[0])
 
 
 @cli.command()
@@ -125,7 +131,7 @@ def _the_query(query: str | None, old_text: str | None) -> str:
     help="With --explain: the row(s) to account for (id, id prefix or content fragment).",
 )
 @click.pass_obj
-def recall(obj, query, old_text, as_json, explain, target, **options):
+def recall(obj, query_words, query, old_text, as_json, explain, target, **options):
     """Surface the memories most relevant to a query (high precision first).
 
     Each lane (a way of finding candidates: keywords by BM25, entities, and embeddings when
@@ -135,7 +141,7 @@ def recall(obj, query, old_text, as_json, explain, target, **options):
     listed move down) and extended by one hop of links.
     --explain re-runs the same pipeline with zero writes.
     """
-    query = _the_query(query, old_text)
+    query = _the_query(query_words, query, old_text)
     explaining = explain or target is not None
     # The explicit CLI recall is the one surface the optional cross-encoder may re-order.
     # The request is built (and refused) before the store is opened.
@@ -197,13 +203,13 @@ def _emit(store, report, req: RecallRequest, as_json: bool, extra: dict | None =
     help="Passive read: record a surface event (shown, not asked for) instead of a retrieval.",
 )  # fmt: skip
 @click.pass_obj
-def search(obj, query, old_text, as_json, **options):
+def search(obj, query_words, query, old_text, as_json, **options):
     """Ranked search: recall's ranking without its links and history.
 
     Finds and scores rows as recall does, with no confidence floor, no appended link
     neighbours and no earlier versions of a row. (--text is the old spelling of --query.)
     """
-    req = _request("search", _the_query(query, old_text), options)
+    req = _request("search", _the_query(query_words, query, old_text), options)
     store = obj.store()
     _emit(store, store.read(req), req, as_json)
 

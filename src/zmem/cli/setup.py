@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from zmem.cli import cli, output
+from zmem.cli import output
+from zmem.cli.app import cli
 from zmem.errors import UsageError
 
 HOSTS = ("claude", "codex", "zcode", "hermes", "mcp")

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from zmem import outputs
-from zmem.cli import cli, output, scope
+from zmem.cli import output, scope
+from zmem.cli.app import cli
 from zmem.config import CAPTURE_MODES
 from zmem.errors import UsageError
 from zmem.models import MAX_LIMIT

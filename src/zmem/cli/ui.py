@@ -7,7 +7,8 @@ import os
 import click
 from click.core import ParameterSource
 
-from zmem.cli import cli, output
+from zmem.cli import output
+from zmem.cli.app import cli
 from zmem.errors import UsageError
 from zmem.store import MemoryStore
 

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from zmem.cli import cli, output, scope, words
+from zmem.cli import output, scope, terminal, words
+from zmem.cli.app import cli
 from zmem.config import CAPTURE_MODES
 from zmem.errors import UsageError
 from zmem.models import MEMORY_TYPES, SIGNALS, TAINTS, WriteResult
@@ -42,6 +43,23 @@ def _report(result: WriteResult, as_json: bool, include_created_new: bool) -> No
         output.emit(f"deduped {result.id}: refreshed the existing near-identical memory{note}")
 
 
+def _type_of(text: str) -> str:
+    """The kind the words say; asked of the person at a terminal when they do not say it
+    clearly; for a script, the default with a warning."""
+    from zmem.capture.guess_type import guess
+
+    kind, sure = guess(text)
+    if sure:
+        output.notice(f"type {kind} (read from the words; --type sets another)")
+        return kind
+    if terminal.interactive():
+        if not terminal.can_ask():
+            raise terminal.NeedsPerson()
+        return output.choose("What kind of knowledge is it?", MEMORY_TYPES, kind)
+    output.warn(f"type {kind} (the words do not say; --type sets it)")
+    return kind
+
+
 _TYPE = click.Choice(MEMORY_TYPES)
 _SIGNAL = click.Choice(SIGNALS)
 _TAINT = click.Choice(TAINTS)
@@ -49,20 +67,27 @@ _MODE = click.Choice(CAPTURE_MODES)
 
 
 @cli.command()
+@click.argument("text", required=False, metavar="[TEXT]")
 @click.option(
     "--namespace", default=None,
     help="project:<repo> or user:global. Default inside a git checkout: the checkout's, as the "
     "hooks derive it (`zmem where` shows it).",
 )  # fmt: skip
-@click.option("--type", "type_", type=_TYPE, required=True, help="What kind of knowledge.")
-@click.option("--content", required=True, help="The knowledge; '-' reads it from stdin.")
+@click.option(
+    "--type", "type_", type=_TYPE, default=None,
+    help="What kind of knowledge. Default: read from the words when they say it clearly "
+    "(never, must: constraint; always: convention; prefer: preference; decided: decision; "
+    "turns out, fails when: lesson; lives in, runs on: fact); else asked at a terminal, and "
+    "lesson for a script (with a warning).",
+)  # fmt: skip
+@click.option("--content", default=None, help="The knowledge (or as TEXT); '-' reads stdin.")
 @click.option("--tags", default=None, help="Comma-separated tags (entity:Name links an entity).")
 @click.option(
     "--signal",
     type=_SIGNAL,
-    default="none",
-    show_default=True,
-    help="External grounding. none = self-opinion (confidence 0.2, below the floor).",
+    default=None,
+    help="External grounding. Default: user when a person types the command at a terminal, "
+    "else none = an agent's self-opinion (confidence 0.2, below the recall floor).",
 )
 @click.option(
     "--taint",
@@ -85,12 +110,30 @@ _MODE = click.Choice(CAPTURE_MODES)
 )
 @click.option("--json", "as_json", is_flag=True, help='Print {"id", "result", "warnings"}.')
 @click.pass_obj
-def add(obj, namespace, type_, content, tags, signal, taint, source_ref, capture_mode, as_json):
-    """Capture a memory. Near-identical live content in the namespace is refreshed instead of
-    duplicated; a near-identical row of opposite polarity is kept and marked contradicting."""
+def add(
+    obj, text, namespace, type_, content, tags, signal, taint, source_ref, capture_mode, as_json
+):
+    """Capture a memory: `zmem add "Never push to main directly"`.
+
+    Near-identical live content in the namespace is refreshed instead of duplicated; a
+    near-identical row of opposite polarity is kept and marked contradicting. Typed by a person
+    at a terminal, the memory is grounded by that person (signal user, confidence 0.6); from a
+    script or an agent, it is ungrounded (signal none) unless --signal says otherwise.
+    """
+    if text is not None and content is not None:
+        raise UsageError("give the text once: as TEXT or as --content, not both")
+    if text is None and content is None:
+        raise UsageError("say what to remember: zmem add TEXT (or --content TEXT, '-' for stdin)")
+    body = read_content(content if content is not None else text)
+    if signal is None:
+        # A person at a terminal is the `user` signal the spec names; an agent's note (no
+        # terminal) stays ungrounded, below the recall floor (docs/decisions.md).
+        signal = "user" if terminal.interactive() else "none"
+    if type_ is None:
+        type_ = _type_of(body)
     namespace = scope.for_one(namespace)
     result = obj.store(create=True).add(
-        read_content(content),
+        body,
         namespace=namespace,
         type=type_,
         tags=tags,
@@ -163,12 +206,17 @@ def update(
 
 
 @cli.command()
-@click.option("--id", "memory_id", required=True, help=words.LIVE_ID)
+@click.argument("id_arg", required=False, metavar="[ID]")
+@click.option("--id", "memory_id", default=None, help=words.LIVE_ID + " The same as ID.")
 @click.option("--reason", default=None, help="Why the fact is no longer true (required).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
-def invalidate(obj, memory_id, reason, as_json):
-    """Record that a fact is no longer true (auditable: the reason is required)."""
+def invalidate(obj, id_arg, memory_id, reason, as_json):
+    """Record that a fact is no longer true: `zmem invalidate ID --reason WHY` (auditable: the
+    reason is required)."""
+    from zmem.cli.reads import the_id
+
+    memory_id = the_id(id_arg, memory_id)
     if reason is None or not reason.strip():
         raise UsageError("invalidate requires a non-empty --reason")
     done = obj.store().invalidate(memory_id, reason)
@@ -176,17 +224,20 @@ def invalidate(obj, memory_id, reason, as_json):
 
 
 @cli.command()
-@click.option("--id", "memory_id", required=True, help=words.LIVE_ID)
+@click.argument("id_arg", required=False, metavar="[ID]")
+@click.option("--id", "memory_id", default=None, help=words.LIVE_ID + " The same as ID.")
 @click.option("--reason", default=None, help="Optional reason (default: superseded).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
-def supersede(obj, memory_id, reason, as_json):
+def supersede(obj, id_arg, memory_id, reason, as_json):
     """Retire a memory: no longer recalled, still readable as history.
 
     The row is tombstoned (kept, marked superseded: --as-of and --include-superseded still read
     it). A general retirement; use invalidate for facts that became false.
     """
-    done = obj.store().supersede(memory_id, reason)
+    from zmem.cli.reads import the_id
+
+    done = obj.store().supersede(the_id(id_arg, memory_id), reason)
     _tombstone_report(done, "superseded", as_json)
 
 

@@ -312,10 +312,10 @@ def wiring(env: Mapping[str, str], home: Path) -> dict[str, Any]:
     wired = {h: v for h, v in hosts.items() if v["wired"]}
     if not wired:
         return check("host-wiring", NA, "no host wired by `zmem setup`", hosts=hosts)
-    broken = {
-        h: v for h, v in wired.items()
-        if v["missing"] or PORT_TAKEN in str(v.get("prompt_hook", ""))
-    }  # fmt: skip
+    broken = {h: v for h, v in wired.items() if v["missing"]}
+    # A prompt hook whose port another program holds sends it every prompt and the secret: a
+    # failure (doctor exits non-zero), not a warning.
+    taken = any(PORT_TAKEN in str(v.get("prompt_hook", "")) for v in wired.values())
     parts = []
     for host, v in wired.items():
         if v["missing"]:
@@ -327,7 +327,8 @@ def wiring(env: Mapping[str, str], home: Path) -> dict[str, Any]:
             parts.append(f"{host} -> {v['install']}")
         if v.get("prompt_hook"):
             parts[-1] += f" (prompt: {v['prompt_hook']})"
-    return check("host-wiring", WARN if broken else OK, "; ".join(parts), hosts=hosts)
+    status = FAIL if taken else WARN if broken else OK
+    return check("host-wiring", status, "; ".join(parts), hosts=hosts)
 
 
 def _prompt_hook(env: Mapping[str, str], home: Path) -> str:
@@ -339,25 +340,30 @@ def _prompt_hook(env: Mapping[str, str], home: Path) -> str:
     from zmem.layout import HTTP_CONFIG
 
     data = config.default_data_dir(env, home)
-    port = (read_json(data / HTTP_CONFIG) or {}).get("port")
+    doc = read_json(data / HTTP_CONFIG) or {}
+    port, secret = doc.get("port"), doc.get("secret")
     if not isinstance(port, int):
         return "command hook"
     where = f"http hook on 127.0.0.1:{port}"
-    held = ports.holder(port, data)
-    if held is None:  # no /proc: ask the port whether anything listens
-        import socket
-
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                held = ports.OWN
-        except OSError:
-            held = ports.NOBODY
-        return f"{where}, keeper {'running' if held == ports.OWN else 'not running'}"
-    if held == ports.NOBODY:
+    foreign = ports.foreign_owner(port)
+    if foreign is not None:  # the kernel's table: another user's socket, whatever its argv
+        return (
+            f"{where}, {PORT_TAKEN} of {ports.user_name(foreign)} (uid {foreign}), which would "
+            "receive the prompts and the secret: run `zmem setup claude` to move it"
+        )
+    # Whatever listens must prove it knows the secret (argv proves nothing): a program of this
+    # user that imitates the keeper fails here too.
+    proven = ports.challenge(port, secret, timeout=5.0) if isinstance(secret, str) else None
+    if proven is None:
         return f"{where}, keeper not running (the next Claude Code session starts it)"
-    if held == ports.OWN:
+    if proven:
         return f"{where}, keeper running"
-    return f"{where}, {PORT_TAKEN}: run `zmem setup claude` to move it"
+    pids = sorted(ports.listener_pids(port) or ())
+    named = f" (pid {pids[0]}: {' '.join(ports.cmdline(pids[0]))[:80]})" if pids else ""
+    return (
+        f"{where}, {PORT_TAKEN}{named} that cannot prove it is ZMem's keeper: run "
+        "`zmem setup claude` to move it"
+    )
 
 
 PORT_TAKEN = "held by another program"

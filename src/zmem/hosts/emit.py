@@ -46,8 +46,19 @@ CODEX_SPECIFIC_KEYS = frozenset({"hookEventName", "additionalContext"})
 MAX_CONTEXT_CHARS = 9500
 
 
-def render(host: str, event: str, context: str | None) -> str:
-    """The exact stdout for this host and event: an envelope, or "" (print nothing)."""
+def render(host: str, event: str, context: str | None, notice: str | None = None) -> str:
+    """The exact stdout for this host and event: an envelope, or "" (print nothing). A
+    `notice` is shown to the person too (systemMessage), beside the model's context."""
+    if notice and host == "claude" and event in CONTEXT_EVENTS.get(host, frozenset()):
+        doc: dict = {"systemMessage": notice}
+        if context and context.strip():
+            text = (
+                context
+                if len(context) <= MAX_CONTEXT_CHARS
+                else (context[: MAX_CONTEXT_CHARS - 1] + "\u2026")
+            )
+            doc["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": text}
+        return json.dumps(doc, ensure_ascii=False)
     if not context or not context.strip():
         return ""
     if event not in CONTEXT_EVENTS.get(host, frozenset()):

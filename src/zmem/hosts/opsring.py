@@ -12,6 +12,7 @@ import shlex
 import time
 from pathlib import Path
 
+from zmem import untrusted
 from zmem.hosts.events import HookEvent, Outcome
 
 QUERY_CAP = 500
@@ -184,15 +185,14 @@ def recent_lines(data_dir: Path, session_id: str) -> list[str]:
 
 
 def tail_lines(path: Path | str, limit: int) -> list[str]:
-    """The whole lines in the last `limit` bytes of a file; [] when it cannot be read."""
+    """The whole lines in the last `limit` bytes of a file; [] when it cannot be read, or is
+    not a regular file (a transcript path comes from the host's payload: a FIFO or a device
+    there is skipped, never read)."""
     try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
-            raw = fh.read().decode("utf-8", errors="replace")
+        data, size = untrusted.read_tail(path, limit)
     except OSError:
         return []
+    raw = data.decode("utf-8", errors="replace")
     lines = raw.splitlines()
     if size > limit and lines:
         lines = lines[1:]  # the first line may be cut mid-way

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zmem import installation
+from zmem import installation, untrusted
 from zmem.config import default_data_dir
 from zmem.errors import UsageError
 from zmem.resident import http_hook, wire
@@ -59,13 +59,30 @@ def _template(host: str) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))["hooks"]
 
 
+# A host's settings file can be large (~/.claude.json keeps every project's history); past this
+# it is not one setup should rewrite.
+SETTINGS_CAP = 64 << 20
+
+
 def _read_text(path: Path) -> str | None:
+    """A host config as text; None when there is none. A path that is not a regular file (a
+    FIFO, a device such as /dev/null behind a symlink) is refused before a byte is read: setup
+    would hang on it, or write a world-writable file where it points."""
+    special = untrusted.kind(path)
+    if special is not None:
+        raise UsageError(
+            f"{path} is {special}, not a regular file; setup reads and writes regular files only"
+        )
     try:
-        return path.read_text(encoding="utf-8")
+        raw = untrusted.read_head(path, SETTINGS_CAP + 1, deadline_s=10.0)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > SETTINGS_CAP:
+        raise UsageError(f"{path} is over {SETTINGS_CAP >> 20} MB; not a settings file setup edits")
+    try:
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{path} is not UTF-8 text; fix it first") from None
 
@@ -122,6 +139,9 @@ def hook_config(
     the secret, and the file becomes readable by the user alone."""
     before, doc = _read_json(path)
     hooks = _hooks_of(path, doc)
+    # The backup is the file as it was before ZMem first touched it: one that already holds
+    # an entry of ours (a setup run again, a hook moved to a new port) is not that file.
+    untouched = not any(is_ours(e) for entries in hooks.values() for e in entries)
     doc["hooks"] = hooks
     summary = []
     for event, entries in _template(host).items():
@@ -139,7 +159,7 @@ def hook_config(
         hooks[event] = kept + ours
         how = " (http)" if http is not None and event in http_hook.EVENTS else ""
         summary.append(f"{event}{how}: {'replaced' if replaced else 'added'}")
-    return Change(path, before, _dump(doc), summary, private=http is not None)
+    return Change(path, before, _dump(doc), summary, private=http is not None, backup=untouched)
 
 
 def _http_handler(event: str, http: http_hook.HttpConfig) -> dict[str, Any]:
@@ -172,6 +192,35 @@ def http_config(data_dir: Path, remove: bool) -> Change:
         path, before, config.text(), [*summary, f"http prompt hook on 127.0.0.1:{config.port}"],
         private=True, backup=False,
     )  # fmt: skip
+
+
+def move_http_hook(data_dir: Path, env: dict[str, str]) -> http_hook.HttpConfig | None:
+    """The http prompt hook on a new port with a new secret: Claude Code's settings (the URL
+    and the bearer of ZMem's http entries) and <data dir>/hookd-http.json, as `setup claude`
+    writes them, nothing else touched. For the session start that finds another user's program
+    on the port (issue 48); None when the settings hold no such entry (nothing to move)."""
+    path = host_files(env)["claude"]
+    before, doc = _read_json(path)
+    hooks = _hooks_of(path, doc)
+    new = http_hook.new_config(None)
+    moved = False
+    for entries in hooks.values():
+        for entry in entries:
+            handlers = entry.get("hooks") if isinstance(entry, dict) else None
+            for h in handlers if isinstance(handlers, list) else []:
+                url = str(h.get("url", "")) if isinstance(h, dict) else ""
+                if h.get("type") == "http" and http_hook.PATH_PREFIX in url:
+                    event = url.rsplit("/", 1)[-1]
+                    h.update(_http_handler(event, new))
+                    moved = True
+    if not moved:
+        return None
+    config_path = http_hook.config_path(data_dir)
+    apply([
+        Change(path, before, _dump(doc), ["http prompt hook moved"], private=True, backup=False),
+        Change(config_path, _read_text(config_path), new.text(), [], private=True, backup=False),
+    ])  # fmt: skip
+    return new
 
 
 def unhook_config(path: Path) -> Change:
@@ -324,9 +373,22 @@ def plan(
     raise UsageError(f"unknown host {host!r} (one of: {', '.join(HOSTS)})")
 
 
+def _target(path: Path) -> Path:
+    """Where a write to `path` lands: through a symlink to the file it names (the link is the
+    user's, kept as it is), else the path itself."""
+    try:
+        return path.resolve(strict=False) if path.is_symlink() else path
+    except (OSError, RuntimeError):  # a symlink loop
+        raise UsageError(f"{path} is a symlink that leads nowhere readable; fix it first") from None
+
+
 def _refuse_unwritable(c: Change) -> None:
     """A file the user made read-only stays as it is: writing beside it and renaming over it
-    would succeed (even as root), and silently undo the user's choice."""
+    would succeed (even as root), and silently undo the user's choice. A path that is not a
+    regular file (a FIFO, a device) is never written."""
+    special = untrusted.kind(c.path)
+    if special is not None:
+        raise UsageError(f"{c.path} is {special}, not a regular file; setup will not write it")
     try:
         st = c.path.stat()
     except FileNotFoundError:
@@ -350,7 +412,7 @@ def apply(changes: list[Change]) -> list[Path]:
         if c.before != c.after:
             if c.after is None:
                 try:
-                    c.path.unlink(missing_ok=True)
+                    _target(c.path).unlink(missing_ok=True)  # a link of the user's stays
                 except OSError as exc:
                     raise UsageError(f"cannot remove {c.path}: {exc.strerror or exc}") from None
             else:
@@ -362,24 +424,44 @@ def apply(changes: list[Change]) -> list[Path]:
 
 
 def _write(c: Change) -> None:
+    """The new text written whole beside the file and renamed over it: through a symlink to
+    its target (the link stays), with the file's own mode (never wider than 0600 for one that
+    holds the http hook's secret; 0644 less the umask for a new file), never following a
+    symlink ZMem did not find there. The backup keeps the bytes and the mode the file had."""
     assert c.after is not None
-    tmp = c.path.with_name(f".{c.path.name}.tmp{os.getpid()}")
+    target = _target(c.path)
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
     backup = c.path.with_name(c.path.name + BACKUP_SUFFIX)
     try:
-        c.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as fh:
+        old_mode = target.stat().st_mode & 0o7777 if c.before is not None else None
+    except OSError:
+        old_mode = None
+    if c.restored and backup.exists():
+        try:
+            old_mode = backup.stat().st_mode & 0o7777  # the mode the file had before setup
+        except OSError:
+            pass
+    mode = 0o644 & ~_umask() if old_mode is None else old_mode
+    if c.private:
+        mode = 0o600  # it holds the http hook's secret
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(c.after)
-        if c.private:
-            os.chmod(tmp, 0o600)  # it holds the http hook's secret
-        elif c.before is not None:
-            try:
-                os.chmod(tmp, c.path.stat().st_mode & 0o7777)
-            except OSError:
-                pass
+        os.chmod(tmp, mode)
         if c.before is not None and c.backup and not backup.exists():
-            with open(backup, "w", encoding="utf-8") as fh:
+            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(c.before)
-        os.replace(tmp, c.path)
+            os.chmod(backup, 0o600 if old_mode is None else old_mode)
+        os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise UsageError(f"cannot write {c.path}: {exc.strerror or exc}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zmem import untrusted
 from zmem.capture import corrections
 from zmem.capture import project_namespace as namespace
 from zmem.config import Settings
@@ -183,7 +184,7 @@ class Hooks:
     def _core(self) -> str | None:
         path = self.data_dir / "core.md"
         try:
-            raw = path.read_bytes()
+            raw = untrusted.read_head(path, CORE_MAX_BYTES + 1)
         except OSError:
             return None
         note = ""
@@ -198,7 +199,8 @@ class Hooks:
             return None
         try:
             root, _ = namespace.find_checkout(event.cwd)
-            text = (root / "AGENTS.md").read_text(encoding="utf-8", errors="replace").strip()
+            # Four bytes a character at most: enough for the cut below, never the whole file.
+            text = untrusted.read_text(root / "AGENTS.md", AGENTS_MAX_CHARS * 4 + 4).strip()
         except OSError:
             return None
         if len(text) > AGENTS_MAX_CHARS:

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 
 from zmem.access import (
+    LOCAL_TOKEN_SOURCE,
     MIN_TOKEN_CHARS,
     MIN_TOKEN_DISTINCT,
     UNSCOPED,
@@ -163,6 +164,11 @@ def run_http(
     app = http_app(worker, tokens, host, namespace)
     worker.warm_up_in_background()  # requests are answered while the model loads
     announce(f"MCP server listening on http://{url_host(host)}:{bound}{PATH}")
+    if any(t.source == LOCAL_TOKEN_SOURCE for t in tokens.tokens):
+        announce(
+            "every request needs Authorization: Bearer <token>; `zmem mcp --print-token` "
+            "prints it (a port on loopback is open to every user of this machine)"
+        )
     try:
         serve_asgi(app, sock)
     finally:

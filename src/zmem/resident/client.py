@@ -36,9 +36,10 @@ def log_line(ddir: Path, host: str, event: str, reason: str, fields: dict[str, A
         f"event={event}",
         f"reason={reason}",
     ]
-    for key in ("hits", "omitted", "seen", "ops", "tokens", "via", "ms", "error"):
+    for key in ("hits", "omitted", "seen", "ops", "tokens", "via", "ms", "error", "count",
+                "hook_port", "why", "path"):  # fmt: skip
         if key in fields:
-            value = str(fields[key]).replace("\n", " ")[:200]
+            value = "_".join(str(fields[key]).split())[:200]
             parts.append(f"{key}={value}")
     try:
         ddir.mkdir(parents=True, exist_ok=True)
@@ -49,6 +50,27 @@ def log_line(ddir: Path, host: str, event: str, reason: str, fields: dict[str, A
                 os.replace(path, ddir / (LOG_NAME + ".1"))
     except OSError:
         pass  # logging must never fail a hook
+
+
+_refused: set[str] = set()
+
+
+def log_refused_files(ddir: Path) -> None:
+    """From now on, every file zmem.untrusted refuses in this process (a FIFO or a device where
+    a hook reads the checkout or a transcript) is logged once: `host=file reason=refused`."""
+    from zmem import untrusted
+
+    if any(getattr(cb, "zmem_log", False) for cb in untrusted.on_refused):
+        return
+
+    def note(path: str, why: str) -> None:
+        if path in _refused or len(_refused) >= 32:
+            return
+        _refused.add(path)
+        log_line(ddir, "file", "read", "refused", {"path": path, "why": why})
+
+    note.zmem_log = True  # type: ignore[attr-defined]
+    untrusted.on_refused.append(note)
 
 
 def answers(path: Path) -> bool:
@@ -114,6 +136,7 @@ def run(host: str, event_name: str, raw: str, ask_daemon: bool = True) -> tuple[
         if state == wire.TIMED_OUT:
             out, reason, fields = "", "timeout", {"via": "daemon"}
         else:
+            log_refused_files(ddir)
             out, reason, fields = dispatch.respond(host, event_name, raw, ddir, t0, _run_here)
     except Exception as exc:  # a hook must never fail its host
         out, reason, fields = "", "error", {"error": type(exc).__name__}

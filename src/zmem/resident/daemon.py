@@ -7,6 +7,7 @@ it also answers Claude Code's http prompt hook on the loopback socket the keeper
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import socket
@@ -26,8 +27,27 @@ DEFAULT_IDLE_S = 900.0
 # to fresh code (start it now). Anything else is a crash: start the next one now.
 EXIT_IDLE = 0
 EXIT_HANDOVER = 3
-READ_TIMEOUT_S = 2.0
+READ_TIMEOUT_S = 2.0  # a connection's whole request must arrive within this, from its accept
 MAX_REQUEST_BYTES = 4 << 20
+# Connections held open at once, per listener (issue 48): past this the oldest unfinished one
+# is dropped, so idle or trickling connections from another local user cost buffers, never a
+# prompt's wait. A whole request is answered the moment its last byte arrives.
+MAX_OPEN = {"http": 64, "unix": 32}
+ACCEPTS_PER_WAKE = 64
+# Unauthorized http requests are logged at most once in this long, with their count: a flood
+# must not rotate the useful lines out of zmem-bg.log.
+UNAUTHORIZED_LOG_EVERY_S = 60.0
+
+
+class _Conn:
+    """One accepted connection while its request arrives."""
+
+    __slots__ = ("sock", "kind", "deadline", "buf", "opened")
+
+    def __init__(self, sock: socket.socket, kind: str, now: float):
+        self.sock, self.kind = sock, kind
+        self.opened, self.deadline = now, now + READ_TIMEOUT_S
+        self.buf = bytearray()
 
 
 def _idle_seconds() -> float:
@@ -62,6 +82,10 @@ class Resident:
         self.env = wire.settings_items()
         self.hooks = Hooks(load_settings())
         self.stale = False
+        self._open: dict[int, _Conn] = {}
+        self._unauthorized = 0  # not yet logged
+        self._unauthorized_logged = 0.0
+        client.log_refused_files(data_dir)
 
     def warm(self) -> None:
         # Open the store and run one passive read with no telemetry: pages, the embedder and
@@ -113,14 +137,19 @@ class Resident:
         client.log_line(self.data_dir, host, event, reason, fields)
         return out, reason
 
-    def answer_http(self, conn: socket.socket) -> bool:
-        """One http hook request on an accepted connection; True when it was answered. Every
-        failure after the secret is checked is a silent success for the host (an empty JSON
-        body: the prompt goes on without context, as a command hook fails open)."""
-        t0 = time.monotonic()
-        request = http_hook.read_request(conn)
-        if request is None:
-            http_hook.reply(conn, 400, "{}")
+    def answer_http(self, conn: socket.socket, request: http_hook.Request, t0: float) -> bool:
+        """One whole http request on its connection; True when a hook event was answered.
+        Every failure after the secret is checked is a silent success for the host (an empty
+        JSON body: the prompt goes on without context, as a command hook fails open)."""
+        nonce = http_hook.identity_nonce(request.path) if request.method == "GET" else None
+        if nonce is not None:
+            # Who holds this port? Proven without the secret crossing the wire; nothing runs.
+            config = self.http_config
+            if config is None:
+                http_hook.reply(conn, 404, "{}")
+            else:
+                body = json.dumps({"proof": http_hook.proof(config.secret, nonce)})
+                http_hook.reply(conn, 200, body)
             return False
         routed = http_hook.route(request.path)
         if routed is None:
@@ -131,7 +160,7 @@ class Resident:
             return False
         config = self.http_config
         if config is None or not http_hook.authorized(request, config.secret):
-            client.log_line(self.data_dir, routed[0], routed[1], "unauthorized", {"via": "http"})
+            self._note_unauthorized(routed)
             http_hook.reply(conn, 401, "{}")
             return False
         host, event = routed
@@ -143,6 +172,15 @@ class Resident:
         except OSError:
             pass  # the host gave up waiting; the request was still served (it may have written)
         return True
+
+    def _note_unauthorized(self, routed: tuple[str, str]) -> None:
+        """One log line per UNAUTHORIZED_LOG_EVERY_S, with how many were refused since."""
+        self._unauthorized += 1
+        now = time.monotonic()
+        if now - self._unauthorized_logged >= UNAUTHORIZED_LOG_EVERY_S:
+            fields = {"via": "http", "count": self._unauthorized}
+            client.log_line(self.data_dir, routed[0], routed[1], "unauthorized", fields)
+            self._unauthorized, self._unauthorized_logged = 0, now
 
     def _read(self, payload: bytes, t0: float) -> bytes:
         """A CLI read (resident.reads) on the open store; logged like a hook's decision."""
@@ -202,16 +240,16 @@ class Resident:
         ino = self.path.stat().st_ino
         (self.data_dir / SPAWN_STAMP).unlink(missing_ok=True)
         ready = selectors.DefaultSelector()
-        ready.register(server, selectors.EVENT_READ, self._answer)
+        ready.register(server, selectors.EVENT_READ, "unix")
         if self.http is not None:
-            ready.register(self.http, selectors.EVENT_READ, self.answer_http)
+            ready.register(self.http, selectors.EVENT_READ, "http")
         idle = _idle_seconds()
         last = time.monotonic()
         checked = last
         replaced = False
         try:
             while not self.stale and time.monotonic() - last < idle:
-                events_ = ready.select(timeout=1.0)
+                events_ = ready.select(timeout=self._wait())
                 if time.monotonic() - checked >= 0.9:  # the select may wake a hair early
                     # Once a second, busy or not (a client probing the port must not keep
                     # this from ever looking): fresh code, the socket path, the http config.
@@ -220,27 +258,29 @@ class Resident:
                     replaced = self._replaced(ino)
                     if replaced or not self._http_wanted():
                         break
-                if not events_:
-                    continue
-                served = False
+                whole: list[tuple[_Conn, object]] = []
                 for key, _ in events_:
-                    try:
-                        conn, _ = key.fileobj.accept()  # type: ignore[union-attr]
-                    except (BlockingIOError, InterruptedError):
-                        continue  # another process took this connection
-                    with conn:
-                        try:
-                            answered = key.data(conn)
-                        except OSError:
-                            answered = False
-                        if answered:
-                            # Only answered requests keep it alive: a client it refuses
-                            # (another release) must not keep an unused process resident.
-                            last = time.monotonic()
-                            served = True
+                    if isinstance(key.data, str):
+                        self._accept(ready, key.fileobj, key.data)  # type: ignore[arg-type]
+                    else:
+                        got = self._receive(ready, key.data)
+                        if got is not None:
+                            whole.append((key.data, got))
+                self._expire(ready)
+                served = False
+                # This user's own requests first (the command hooks' socket, then a request
+                # carrying the secret); a stranger's, and malformed ones, after them.
+                for c, request in sorted(whole, key=lambda w: self._rank(*w)):
+                    if self._serve_one(ready, c, request):
+                        # Only answered requests keep it alive: a client it refuses (another
+                        # release, a stranger) must not keep an unused process resident.
+                        last = time.monotonic()
+                        served = True
                 if served:  # a refused or unreadable request touched no store
                     self._between_requests()
         finally:
+            for c in list(self._open.values()):
+                self._close(ready, c)
             ready.close()
             try:
                 if self.path.stat().st_ino == ino:
@@ -250,6 +290,120 @@ class Resident:
             server.close()
             self.hooks.close()
         return EXIT_HANDOVER if self.stale or replaced else EXIT_IDLE
+
+    # ---- connections, as their bytes arrive ----------------------------------------------
+
+    def _wait(self) -> float:
+        """Until the next once-a-second check or the nearest connection deadline."""
+        if not self._open:
+            return 1.0
+        soonest = min(c.deadline for c in self._open.values()) - time.monotonic()
+        return min(1.0, max(0.0, soonest))
+
+    def _accept(self, ready: selectors.BaseSelector, listener: socket.socket, kind: str) -> None:
+        for _ in range(ACCEPTS_PER_WAKE):
+            try:
+                sock, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return  # none waiting, or another process took it
+            except OSError:
+                return  # out of descriptors for now: the backlog keeps the rest
+            sock.setblocking(False)
+            now = time.monotonic()
+            mine = [c for c in self._open.values() if c.kind == kind]
+            if len(mine) >= MAX_OPEN[kind]:
+                self._close(ready, min(mine, key=lambda c: c.opened))  # the oldest unfinished
+            c = _Conn(sock, kind, now)
+            self._open[sock.fileno()] = c
+            ready.register(sock, selectors.EVENT_READ, c)
+
+    def _receive(self, ready: selectors.BaseSelector, c: _Conn) -> object | None:
+        """Read what arrived; the request once it is whole (bytes for the command hooks'
+        socket, an http_hook.Request), else None. A connection that breaks the protocol is
+        answered (http: 400) and closed."""
+        try:
+            chunk = c.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            self._close(ready, c)
+            return None
+        if c.kind == "unix":
+            c.buf += chunk
+            if not chunk or len(c.buf) >= MAX_REQUEST_BYTES:  # the client's end, as before
+                return bytes(c.buf)
+            return None
+        if not chunk:
+            self._close(ready, c)  # gone before its request was whole
+            return None
+        c.buf += chunk
+        request = http_hook.parse(bytes(c.buf))
+        if request is http_hook.INCOMPLETE:
+            return None
+        if request is None:
+            self._reply_and_close(ready, c, 400)
+            return None
+        return request
+
+    def _rank(self, c: _Conn, request: object) -> int:
+        if c.kind == "unix":
+            return 0
+        config = self.http_config
+        ok = config is not None and isinstance(request, http_hook.Request)
+        return 1 if ok and http_hook.authorized(request, config.secret) else 2  # type: ignore
+
+    def _serve_one(self, ready: selectors.BaseSelector, c: _Conn, request: object) -> bool:
+        t0 = time.monotonic()
+        try:
+            ready.unregister(c.sock)
+        except (KeyError, ValueError, OSError):
+            pass
+        self._open.pop(c.sock.fileno(), None)
+        try:
+            c.sock.setblocking(True)
+            c.sock.settimeout(READ_TIMEOUT_S)  # the reply is small; a reader that stalls goes
+            if c.kind == "unix":
+                reply = self.handle(request)  # type: ignore[arg-type]
+                try:
+                    c.sock.sendall(reply)
+                except OSError:
+                    pass  # the client gave up; the request was still served (it may have written)
+                return reply.startswith(b"ok\t")
+            return self.answer_http(c.sock, request, t0)  # type: ignore[arg-type]
+        except OSError:
+            return False
+        finally:
+            self._forget(c)
+
+    def _expire(self, ready: selectors.BaseSelector) -> None:
+        now = time.monotonic()
+        for c in [c for c in self._open.values() if c.deadline <= now]:
+            if c.kind == "http":
+                self._reply_and_close(ready, c, 408)
+            else:
+                self._close(ready, c)
+
+    def _reply_and_close(self, ready: selectors.BaseSelector, c: _Conn, status: int) -> None:
+        try:
+            http_hook.reply(c.sock, status, "{}")  # small: fits the socket's buffer
+        except OSError:
+            pass
+        self._close(ready, c)
+
+    def _close(self, ready: selectors.BaseSelector, c: _Conn) -> None:
+        try:
+            ready.unregister(c.sock)
+        except (KeyError, ValueError, OSError):
+            pass
+        self._open.pop(c.sock.fileno(), None)
+        self._forget(c)
+
+    @staticmethod
+    def _forget(c: _Conn) -> None:
+        try:
+            c.sock.close()
+        except OSError:
+            pass
 
     def _http_wanted(self) -> bool:
         """Started by the keeper: `setup` still wires this port and secret (`--remove`, or a
@@ -290,26 +444,6 @@ class Resident:
             self.hooks.store.keep_vectors_in_memory()
         except Exception:
             self.hooks.close()  # answered per request (reason=error), never by dying
-
-    def _answer(self, conn: socket.socket) -> bool:
-        conn.settimeout(READ_TIMEOUT_S)
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            while size < MAX_REQUEST_BYTES:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        except OSError:
-            return False
-        reply = self.handle(b"".join(chunks))
-        try:
-            conn.sendall(reply)
-        except OSError:
-            pass  # the client gave up waiting; the request was still served (it may have written)
-        return reply.startswith(b"ok\t")
 
 
 def main(argv: list[str] | None = None) -> None:

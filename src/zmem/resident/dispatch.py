@@ -47,17 +47,18 @@ def skip_reason(host: str, ev: events.HookEvent, query_context: bool) -> str | N
     return None
 
 
-def _start_keeper(ddir: Path) -> None:
+def _start_keeper(ddir: Path) -> str | None:
     """The keeper of Claude Code's http prompt hook, when `setup claude` wired one and nothing
-    holds its port (a reboot, a kill): started before the session's first prompt."""
+    holds its port (a reboot, a kill): started before the session's first prompt. When another
+    user's program holds the port, the hook moves (http_hook.guard): what to tell the person."""
     if not (ddir / HTTP_CONFIG).exists():
-        return  # a command-hook install: no keeper, and no import of http_hook's sockets
+        return None  # a command-hook install: no keeper, and no import of http_hook's sockets
     try:
-        from zmem.resident import http_hook  # not on any other event's path
+        from zmem.resident import port_guard  # not on any other event's path
 
-        http_hook.start(ddir)
+        return port_guard.guard(ddir)
     except Exception:
-        pass  # a hook never fails its host; the next SessionStart tries again
+        return None  # a hook never fails its host; the next SessionStart tries again
 
 
 def respond(
@@ -77,8 +78,9 @@ def respond(
     except ValueError:
         return "", "error", {"error": "bad-json"}
     ev = events.normalize(host, event_name, payload)
+    notice = None
     if event_name == "SessionStart" and host == "claude":
-        _start_keeper(ddir)
+        notice = _start_keeper(ddir)
     query_context = wire.flag("ZMEM_QUERY_CONTEXT")
     if event_name in ("PostToolUse", "PostToolUseFailure"):
         o = opsring.record_event(query_context, ddir, ev)  # the ring, never the store
@@ -95,10 +97,14 @@ def respond(
         return emit.render_stop(host, event_name, o.context), o.reason, o.fields
     skipped = skip_reason(host, ev, query_context)
     if skipped is not None:
-        return "", skipped, {}
+        return emit.render(host, event_name, notice, notice), skipped, {}
     outcome, via = execute(ev, t0)
     if outcome is None:
-        return "", "timeout", {"via": via}
+        return emit.render(host, event_name, notice, notice), "timeout", {"via": via}
     fields = dict(outcome.fields)
     fields["via"] = via
+    if notice:
+        fields["hook_port"] = "moved"
+        context = "\n\n".join(x for x in (notice, outcome.context) if x)
+        return emit.render(host, event_name, context, notice), outcome.reason, fields
     return emit.render(host, event_name, outcome.context), outcome.reason, fields

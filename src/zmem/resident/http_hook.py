@@ -13,11 +13,10 @@ import json
 import os
 import re
 import socket
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from zmem import ports
+from zmem import ports, untrusted
 from zmem.layout import HTTP_CONFIG, PRIVATE_FILE_MODE
 from zmem.resident import code, wire
 
@@ -66,8 +65,8 @@ def parse_config(text: str | None) -> HttpConfig | None:
 
 def load_config(data_dir: Path) -> HttpConfig | None:
     try:
-        return parse_config(config_path(data_dir).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
+        return parse_config(untrusted.read_text(config_path(data_dir), 4096))
+    except OSError:
         return None
 
 
@@ -117,30 +116,20 @@ class Request:
     body: bytes
 
 
-def read_request(conn: socket.socket) -> Request | None:
-    """One HTTP/1.1 request with a Content-Length body (what Claude Code's client sends), or
-    None for anything else: a request too big, cut short, not HTTP or slower than
-    READ_TIMEOUT_S in all. The whole request has that long, not each read: the port is open
-    to every local user, and one trickling a byte at a time must not hold the process that
-    answers this user's prompts."""
-    deadline = time.monotonic() + READ_TIMEOUT_S
+INCOMPLETE = "incomplete"  # parse(): more bytes are needed
 
-    def recv(size: int) -> bytes:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("request too slow")
-        conn.settimeout(left)
-        return conn.recv(size)
 
-    data = b""
-    while b"\r\n\r\n" not in data:
-        if len(data) > MAX_HEAD_BYTES:
-            return None
-        chunk = recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
+def parse(data: bytes) -> Request | str | None:
+    """The request these bytes hold: a Request once whole (an HTTP/1.1 request with a
+    Content-Length body, what Claude Code's client sends), INCOMPLETE while more must come,
+    or None for anything else (too big, not HTTP, chunked). The resident process reads each
+    connection's bytes as they arrive and asks this after each read: a client trickling a byte
+    at a time holds a buffer, never the process."""
+    head, sep, body = data.partition(b"\r\n\r\n")
+    if not sep:
+        return None if len(data) > MAX_HEAD_BYTES else INCOMPLETE
+    if len(head) > MAX_HEAD_BYTES:
+        return None
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
@@ -159,11 +148,8 @@ def read_request(conn: socket.socket) -> Request | None:
         return None
     if not 0 <= length <= MAX_BODY_BYTES:
         return None
-    while len(body) < length:
-        chunk = recv(min(65536, length - len(body)))
-        if not chunk:
-            return None
-        body += chunk
+    if len(body) < length:
+        return INCOMPLETE
     return Request(parts[0], parts[1], headers, body[:length])
 
 
@@ -177,18 +163,43 @@ def authorized(request: Request, secret: str) -> bool:
 
 
 def route(path: str) -> tuple[str, str] | None:
-    """(host, event) of a hook path this endpoint answers, else None."""
+    """(host, event) of a hook path this endpoint answers, else None: only the events setup
+    wires as http hooks (the prompt); every other event is a command hook, and its path is
+    not served here."""
     if not path.startswith(PATH_PREFIX):
         return None
     host, sep, event = path[len(PATH_PREFIX) :].partition("/")
-    if not sep or host != HOST or not event.isalpha():
+    if not sep or host != HOST or event not in EVENTS:
         return None
     return host, event
+
+
+# The identity question (issue 48) lives with the port's other facts (zmem.ports): the
+# resident process answers it, the session start and doctor ask it.
+IDENTITY_PATH = ports.IDENTITY_PATH
+proof = ports.identity_proof
+
+
+def identity_nonce(path: str) -> str | None:
+    """The nonce of an identity question (`GET /zmem-hook/identity?nonce=<hex>`), else None."""
+    base, _, query = path.partition("?")
+    if base != IDENTITY_PATH or not query.startswith("nonce="):
+        return None
+    nonce = query[len("nonce=") :]
+    return nonce if _NONCE.fullmatch(nonce) else None
+
+
+_NONCE = re.compile(r"[0-9a-f]{32,128}")
+
+
+def challenge(config: HttpConfig, timeout: float = 3.0) -> bool | None:
+    return ports.challenge(config.port, config.secret, timeout)
 
 
 STATUS = {
     200: "OK",
     400: "Bad Request",
+    408: "Request Timeout",
     401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",

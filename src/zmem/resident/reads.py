@@ -1,9 +1,11 @@
-"""The client side of the CLI's reads through the resident process: `zmem recall`, `search` and
-`recent` hand their arguments to the warm process of their data dir (model loaded, vectors in
-memory) and print what it printed, so a hybrid recall costs no model load (cli.warm runs them
-there). When no process answers (or it serves another store or other settings), the command
-runs in-process and a process is started for next time, as the hooks do; ZMEM_HOOK_DAEMON=0
-turns it off."""
+"""The client side of the CLI's commands through the resident process: `zmem recall`, `search`,
+`recent`, `get`, `list` and `add` hand their arguments (and what they read from stdin, and
+whether a person is at the terminal) to the warm process of their data dir (model loaded,
+vectors in memory) and print what it printed, so a hybrid recall or an add costs no model load
+and no library import (cli.warm runs them there). When no process answers (or it serves another
+store or other settings, or the command must ask the person something), the command runs
+in-process and a process is started for next time, as the hooks do; ZMEM_HOOK_DAEMON=0 turns it
+off."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from pathlib import Path
 
 from zmem.resident import wire
 
-COMMANDS = ("recall", "search", "recent")
+COMMANDS = ("recall", "search", "recent", "get", "list", "add")
+STDIN_CAP = 1 << 20  # what a forwarded command may read from stdin ('-'); more runs here
 HOST = "cli"  # the request kind in the wire header's host field
 DEADLINE_S = 10.0
 
@@ -46,9 +49,28 @@ def ask(
     """(exit code, stdout, stderr) from the resident process, or None: then run it here."""
     if not wire.flag("ZMEM_HOOK_DAEMON"):
         return None
+    import io
+    import sys
+
     from zmem.resident.code import PACKAGE_DIR
 
-    payload = json.dumps({"argv": argv, "prog": prog, "cwd": os.getcwd(), "store": str(store_path)})
+    try:
+        tty = sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    stdin = None
+    if "-" in argv or any(a.endswith("=-") for a in argv):  # a value read from stdin
+        try:
+            stdin = sys.stdin.read(STDIN_CAP + 1)
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
+        # Whatever happens next, an in-process run reads the same text.
+        rest = sys.stdin.read() if len(stdin) > STDIN_CAP else ""
+        sys.stdin = io.StringIO(stdin + rest)
+        if rest:
+            return None  # too big to forward: run here
+    payload = json.dumps({"argv": argv, "prog": prog, "cwd": os.getcwd(),
+                          "store": str(store_path), "tty": tty, "stdin": stdin})  # fmt: skip
     request = wire.encode_request(HOST, "read", str(PACKAGE_DIR), payload.encode("utf-8"))
     state, body = wire.ask(str(data_dir / wire.SOCKET_NAME), request, DEADLINE_S)
     if state != wire.ANSWERED:

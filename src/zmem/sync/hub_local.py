@@ -15,13 +15,14 @@ from typing import Any
 
 import apsw
 
-from zmem import config
+from zmem import config, untrusted
 from zmem.db import changes, hub_state
 from zmem.db import hub as hubdb
 from zmem.errors import UsageError
 from zmem.namespace_keys import GLOBAL_NAMESPACE, fold_namespace_case
 
 CONFIG_NAME = "hub.json"
+CONFIG_CAP = 64 * 1024  # hub.json is a few hundred bytes; anything near this is not ours
 STATE_NAME = "state.sqlite"
 
 
@@ -42,7 +43,7 @@ def hub_dir(data_dir: Path) -> Path:
 def load_config(data_dir: Path) -> HubConfig | None:
     path = hub_dir(data_dir) / CONFIG_NAME
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(untrusted.read_text(path, CONFIG_CAP))
         cfg = HubConfig(**doc)
         # Joined before project namespaces had one spelling: the hub migrated them too.
         cfg.namespaces = list(dict.fromkeys(fold_namespace_case(ns) for ns in cfg.namespaces))

@@ -54,8 +54,9 @@ def load_main():
         if extra is not None:
             sys.path.insert(0, str(extra))
         try:
-            from zmem.cli import main
+            from zmem.cli import app, main  # app: the CLI's own dependencies, not just zmem
 
+            del app
             return main
         except ImportError as exc:
             reason = exc
