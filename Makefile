@@ -71,20 +71,35 @@ format: $(TEST_STAMP)
 	$(BIN)/ruff format src tests bench scripts
 	$(BIN)/ruff check --fix src tests bench scripts
 
-# The wheel and sdist users install (`uv tool install dist/zmem-*.whl`), by the standard front end.
-wheel: $(TEST_STAMP)  ## dist/zmem-<version>-py3-none-any.whl and the sdist
-	$(BIN)/python -m build --outdir dist .
+# The wheel users install (`uv tool install dist/zmem-*.whl`): pip's PEP 517 build from
+# pyproject.toml alone, in an isolated build environment (setuptools from the package index);
+# no dev venv, no model: seconds. A small venv of its own gives it pip wherever python3 lacks
+# one; the wheel is alone in dist/ afterwards (the README installs dist/zmem-*.whl), and
+# setuptools' build/ and egg-info do not stay in the clone.
+BUILD_VENV := .venv-build
+$(BUILD_VENV)/bin/python:
+	$(PYTHON) -m venv $(BUILD_VENV)
+
+wheel: | $(BUILD_VENV)/bin/python  ## dist/zmem-<version>-py3-none-any.whl
+	rm -f dist/zmem-*.whl
+	@keep=$$(ls -d build src/zmem.egg-info 2>/dev/null); \
+	$(BUILD_VENV)/bin/python -m pip wheel --no-deps --quiet --disable-pip-version-check \
+		--wheel-dir dist . || exit 1; \
+	for d in build src/zmem.egg-info; do case " $$keep " in *" $$d "*) ;; *) rm -rf $$d;; esac; done
+	@ls dist/zmem-*.whl
 
 # A directory Claude Code and Codex accept as a plugin marketplace: the plugin tree and the wheel
-# its bootstrap installs (`claude plugin marketplace add dist/marketplace`).
-marketplace: $(TEST_STAMP)  ## dist/marketplace, a local plugin marketplace
-	$(BIN)/python scripts/build_marketplace.py --out dist/marketplace
+# its bootstrap installs (`claude plugin marketplace add dist/marketplace`). Claude Code reads
+# it in place: MARKETPLACE=<dir> builds it where it can stay.
+MARKETPLACE ?= dist/marketplace
+marketplace: wheel  ## dist/marketplace (or MARKETPLACE=<dir>), a local plugin marketplace
+	$(PYTHON) scripts/build_marketplace.py --out $(MARKETPLACE) --wheel $$(ls dist/zmem-*.whl)
 
 bench: install  ## every benchmark; tables in bench/results/latest.md (BENCH_ARGS=--quick)
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-hermes build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-hermes $(BUILD_VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
 
 # hermes-agent 0.19.0 from PyPI in a venv of its own, without zmem: it pins its own pydantic,
 # httpx and mcp, which must not meet ZMem's dev venv. `zmem setup hermes` from the dev venv gives

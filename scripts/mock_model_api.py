@@ -241,8 +241,11 @@ class MockModelAPI:
         tool_command: str | None = None,
         subagent_task: str | None = None,
         mcp_tool: tuple[str, dict[str, Any]] | None = None,
+        tool_tty: bool = False,
     ) -> None:
         self.record = Path(record)
+        # Codex's exec_command runs the command in a PTY when the model asks for one.
+        self.tool_tty = tool_tty
         self.mcp_tool = mcp_tool
         self.reply = reply
         self.tool_command = tool_command
@@ -331,6 +334,8 @@ class MockModelAPI:
             return None
         if "exec_command" in offered:
             args, name = {"cmd": self.tool_command}, "exec_command"
+            if self.tool_tty:
+                args["tty"] = True
         elif "shell" in offered:
             args, name = {"command": ["bash", "-lc", self.tool_command]}, "shell"
         else:

@@ -46,6 +46,8 @@ LAYERS = {
     "tokens": 0,
     "namespace_keys": 0,
     "untrusted": 0,
+    "locations": 0,
+    "codex_trust": 0,
     "layout": 0,
     "ports": 0,
     "installation": 0,

@@ -26,7 +26,8 @@ from zmem.hosts import sidecars
 
 NS = "project:github.com/acme/widget"
 # Commands that print no data of their own: a host's hook protocol, and two servers.
-NO_DATA = {"hook": "speaks the host's protocol", "mcp": "a server", "ui": "a server"}
+NO_DATA = {"hook": "speaks the host's protocol", "mcp": "a server", "ui": "a server",
+           "completion": "a shell script"}  # fmt: skip
 
 
 def _commands(group: click.Group = cli, path: tuple[str, ...] = ()):

@@ -26,7 +26,8 @@ SCRIPT = PLUGIN / "skills" / "memory" / "scripts" / "doctor.py"
 CHECKS = (
     "settings", "store-path", "store-location", "python", "sqlite", "windows-shell",
     "store-access", "schema", "lineage", "entities", "links", "episode-tables", "mcp-token",
-    "embeddings", "native-memory", "data-dir", "namespace", "host-surfaces", "host-wiring", "hub",
+    "embeddings", "native-memory", "data-dir", "namespace", "host-surfaces", "claude-plugin",
+    "host-wiring", "codex-hooks", "hub",
 )  # fmt: skip
 HOST_VARS = (
     "CLAUDE_CONFIG_DIR", "CODEX_HOME", "CLAUDE_CODE_DISABLE_AUTO_MEMORY", "CLAUDE_PLUGIN_DATA",

@@ -53,6 +53,14 @@ class Attacker:
         )
 
 
+def _ready(squat: subprocess.Popen) -> bool:
+    """The attacker's server is listening; if it could not, why (its stderr) is in the failure."""
+    if squat.stdout.readline().strip() == "ready":
+        return True
+    squat.kill()
+    raise AssertionError(f"the attacker's server did not start: {squat.stderr.read()}")
+
+
 @pytest.fixture(scope="module")
 def attacker():
     """Another local user. The suite runs as root (CI and `make test` do); a run that cannot
@@ -197,6 +205,16 @@ SQUAT = """
 """
 
 
+def _stop_keeper(data: Path) -> bool:
+    """Stop the keeper setup started, and any worker of it. Setup starts it in the background:
+    wait until it holds its port (a stop before that finds nothing, and the keeper binds
+    after), then stop until nothing runs."""
+    assert _settle(lambda: http_hook.running(data), timeout=30), "setup started no keeper"
+    return _settle(
+        lambda: not keeper.stop(data) and not http_hook.running(data) and not _workers(data)
+    )
+
+
 @pytest.fixture
 def wired(isolated_env, monkeypatch):
     """`zmem setup claude` with the http prompt hook, in a throwaway HOME; the keeper stopped,
@@ -208,8 +226,7 @@ def wired(isolated_env, monkeypatch):
     done = zmem("setup", "claude", "--no-model", env=victim_env())
     assert done.returncode == 0, done.stderr
     data = Path(os.environ["ZMEM_DATA"])
-    keeper.stop(data)
-    assert _settle(lambda: not http_hook.running(data) and not _workers(data))
+    assert _stop_keeper(data)
     yield home, data
     keeper.stop(data)
     _settle(lambda: not _workers(data))
@@ -224,7 +241,7 @@ def test_doctor_fails_and_names_another_users_program_on_the_hook_port(attacker,
         SQUAT.format(port=config.port, seconds=30), "-m", "zmem.resident.keeper", str(data)
     )
     try:
-        assert squat.stdout.readline().strip() == "ready"
+        assert _ready(squat)
         doctor = zmem("doctor", "--format", "json", env=victim_env())
         assert doctor.returncode != 0
         wiring = next(c for c in json.loads(doctor.stdout)["checks"]
@@ -241,7 +258,7 @@ def test_the_session_start_moves_a_hijacked_hook_before_any_prompt_reaches_it(at
     config = http_hook.load_config(data)
     squat = attacker.start(SQUAT.format(port=config.port, seconds=25))
     try:
-        assert squat.stdout.readline().strip() == "ready"
+        assert _ready(squat)
         payload = {"session_id": "s-hijack", "cwd": str(home), "hook_event_name": "SessionStart",
                    "source": "startup"}  # fmt: skip
         started = zmem("hook", "SessionStart", "--host", "claude", input=json.dumps(payload))
@@ -556,11 +573,10 @@ def test_the_backup_is_the_file_before_zmem_touched_it(home, attacker):
     assert zmem("setup", "claude", "--no-model").returncode == 0
     data = Path(os.environ["ZMEM_DATA"])
     first = http_hook.load_config(data)
-    keeper.stop(data)
-    assert _settle(lambda: not http_hook.running(data) and not _workers(data))
+    assert _stop_keeper(data)
     squat = attacker.start(SQUAT.format(port=first.port, seconds=20))
     try:
-        assert squat.stdout.readline().strip() == "ready"
+        assert _ready(squat)
         assert zmem("setup", "claude", "--no-model").returncode == 0  # moves the hook
     finally:
         squat.kill()
@@ -626,8 +642,7 @@ def test_claude_code_never_posts_a_prompt_to_another_users_program_after_its_ses
                            "--no-model"], env=env, cwd=world.project, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    keeper.stop(world.data)
-    assert _settle(lambda: not http_hook.running(world.data) and not _workers(world.data))
+    assert _stop_keeper(world.data)
     first = http_hook.load_config(world.data)
     squat = attacker.start(SQUAT.format(port=first.port, seconds=200))
     claude_env = world.env(
@@ -635,7 +650,7 @@ def test_claude_code_never_posts_a_prompt_to_another_users_program_after_its_ses
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1", **daemon_on,
     )  # fmt: skip
     try:
-        assert squat.stdout.readline().strip() == "ready"
+        assert _ready(squat)
         first_session = [str(CLAUDE), "-p", "First session: what is the CI rule?",
                          "--output-format", "stream-json", "--verbose"]  # fmt: skip
         one, _ = _run(world, first_session, claude_env)

@@ -4,12 +4,13 @@ pay for the whole library."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 __all__ = ["MemoryStore", "__version__"]
 
+TYPE_CHECKING = False  # typing's own flag, without importing typing (a few ms per command)
 if TYPE_CHECKING:
+    from typing import Any
+
     from zmem.store import MemoryStore
 
 

@@ -12,14 +12,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from zmem.errors import ConfigError, UsageError
+from zmem.locations import DEFAULT_DATA_DIR, STORE_FILENAME  # one rule with the CLI's entry
 
 CAPTURE_MODES = ("manual", "reviewed", "auto")
 # Profiles this build can name. "minilm" is the operator default; when its runtime is absent the
 # store runs model-absent (fail-open), exactly as the spec requires of a missing embedding runtime.
 EMBED_PROFILES = ("minilm", "fake")
-
-DEFAULT_DATA_DIR = "~/.zmem"
-STORE_FILENAME = "store.sqlite"
 
 # Knobs the spec names for features this build does not have yet. They are not read; setting
 # one earns a one-line warning, so nobody believes, say, that backups happen. Each comes back

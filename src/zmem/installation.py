@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,3 +162,59 @@ def missing_piece(what: str, module: str) -> str:
         f"{what} needs the Python package {module!r}, which this install lacks "
         f"({install.describe()}); run: {install.repair_command()}"
     )
+
+
+def _hook_targets(command: str) -> tuple[str | None, str | None]:
+    """(interpreter, launcher) of a hook command ZMem wrote (`[env K=V ...] PY -S LAUNCHER
+    <Event> --host H`)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None, None
+    while words and (words[0] == "env" or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])):
+        words.pop(0)
+    if not words:
+        return None, None
+    launcher = next((w for w in words[1:] if any(m in w for m in HOOK_MARKS)), None)
+    return words[0], launcher
+
+
+def wired_hooks(path: Path) -> list[tuple[str | None, str | None]]:
+    """(interpreter, launcher) of every ZMem hook a host's settings file wires."""
+    try:
+        doc = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return []
+    hooks = doc.get("hooks") if isinstance(doc, dict) else None
+    found = []
+    for entries in hooks.values() if isinstance(hooks, dict) else []:
+        for entry in entries if isinstance(entries, list) else []:
+            for h in (entry.get("hooks") or []) if isinstance(entry, dict) else []:
+                command = str(h.get("command", "")) if isinstance(h, dict) else ""
+                if any(m in command for m in HOOK_MARKS):
+                    found.append(_hook_targets(command))
+    return sorted(set(found), key=str)
+
+
+def dangling(env: Mapping[str, str], home: Path) -> list[tuple[str, Path, str]]:
+    """(host, settings file, missing path) for every hook wired to an interpreter or launcher
+    that no longer exists (ZMem uninstalled, or its environment moved, without `setup
+    --remove`): the host runs a dead command on every event. Reads three small files and
+    imports nothing heavy: every CLI command may ask it (once a day)."""
+
+    def _dir(var: str, default: Path) -> Path:
+        return Path(env[var]).expanduser() if env.get(var) else default
+
+    files = {
+        "claude": _dir("CLAUDE_CONFIG_DIR", home / ".claude") / "settings.json",
+        "codex": _dir("CODEX_HOME", home / ".codex") / "hooks.json",
+        "zcode": Path(env.get("ZMEM_ZCODE_SETTINGS") or home / ".zcode" / "settings.json"),
+    }
+    out = []
+    for host, path in files.items():
+        for python, launcher in wired_hooks(path):
+            gone = next((p for p in (python, launcher) if p and not Path(p).exists()), None)
+            if gone:
+                out.append((host, path, gone))
+                break
+    return out

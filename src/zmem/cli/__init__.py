@@ -54,15 +54,12 @@ def _warm(args: list[str], prog: str, served_here: list[str]) -> tuple[int, str,
     command, store = warm.command_of(args)
     if command is None:
         return None
-    from zmem import config
-    from zmem.errors import ZMemError
+    from zmem import locations
 
+    # Where the store is, by the rule the settings use; a setting the resident process does
+    # not share (or one that is invalid) makes it refuse, and the command runs here.
     try:
-        settings = config.load_settings(store_path=store)
-    except ZMemError:
-        return None  # the in-process run says what is wrong
-    try:
-        done = warm.ask(args, prog, settings.store_path, settings.data_dir)
+        done = warm.ask(args, prog, locations.store_path(store), locations.data_dir())
     except Exception:  # a failure to forward is never the command's: it runs here instead
         done = None
     if done is None:

@@ -5,6 +5,7 @@ after the answers that need none of it."""
 
 from __future__ import annotations
 
+import errno
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,7 +14,7 @@ import apsw
 import click
 
 from zmem import __version__, config
-from zmem.cli import output
+from zmem.cli import output, terminal
 from zmem.embedding import announce
 from zmem.errors import ZMemError
 
@@ -152,6 +153,8 @@ class ZMemGroup(click.Group):
             ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
+        except terminal.NeedsPerson:
+            raise  # the resident process hands the command back to the person's own process
         except BrokenPipeError:
             # `zmem entity-list | head`: the reader has what it wanted. Not an error.
             output.reader_gone()
@@ -159,6 +162,12 @@ class ZMemGroup(click.Group):
         except Exception as exc:
             if config.debug_enabled():
                 raise
+            if isinstance(exc, OSError) and exc.errno in _MACHINE_REFUSALS:
+                # The machine said no (a full disk, a read-only or missing place, no
+                # permission): the user's to fix, not a bug in zmem.
+                where = f" ({exc.filename})" if exc.filename else ""
+                output.error(f"the system refused: {exc.strerror or exc}{where}", 2)
+                ctx.exit(2)
             output.error(
                 f"internal error ({type(exc).__name__}: {exc}); this is a bug in zmem: "
                 "ZMEM_DEBUG=1 shows the traceback",
@@ -208,6 +217,8 @@ def _announce_build(target: Path) -> None:
 def run(args: list[str], prog: str, served_here: list[str]) -> None:
     """The whole command line, in this process. `served_here`: a warm read no resident process
     answered (zmem.cli.main tried first): one is started afterwards, warm for the next."""
+    if args and args[0] not in _QUIET_COMMANDS and "--help" not in args:
+        _dead_hooks_notice()
     try:
         cli.main(args=args, prog_name=prog)
     finally:
@@ -215,6 +226,48 @@ def run(args: list[str], prog: str, served_here: list[str]) -> None:
             from zmem.resident import client
 
             client.spawn_daemon(config.default_data_dir())
+
+
+# Commands a host runs (never a person at a terminal): no notice on their stderr. doctor
+# reports dead hooks as one of its checks (and writes nothing); setup is the repair itself.
+# errno values that describe the machine, not zmem: a command meeting one ends with exit 2.
+_MACHINE_REFUSALS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "ENOENT",
+                                      "ENOTDIR", "EISDIR", "ENAMETOOLONG", "EMFILE", "ENFILE")
+    if hasattr(errno, name)
+)  # fmt: skip
+_QUIET_COMMANDS = ("hook", "mcp", "ui", "hermes-install", "doctor", "setup")
+_CHECKED = ".hooks-checked"  # in the data dir: when the wiring was last looked at
+
+
+def _dead_hooks_notice() -> None:
+    """Once a day, from any install: hooks wired to an interpreter that no longer exists (ZMem
+    uninstalled or moved without `setup --remove`) are said, with the repair. A host runs such
+    a hook on every event and shows nothing."""
+    import os
+    import time
+
+    data = config.default_data_dir()
+    marker = data / _CHECKED
+    try:
+        if time.time() - marker.stat().st_mtime < 86_400:
+            return
+    except OSError:
+        pass
+    try:
+        from zmem.installation import dangling
+
+        found = dangling(os.environ, Path(os.environ.get("HOME") or Path.home()))
+        if data.is_dir():
+            marker.touch()
+    except Exception:  # a notice must never fail a command
+        return
+    for host, path, gone in found:
+        output.notice(
+            f"{path}: the {host} hooks run {gone}, which no longer exists (ZMem was removed or "
+            f"moved): `zmem setup {host}` wires them to this install, `zmem setup --remove "
+            "--all` takes them out"
+        )
 
 
 def _load(module: str) -> None:
@@ -225,7 +278,8 @@ def _load(module: str) -> None:
 
 
 ZMemGroup.lazy.update({
-    "add": "writes", "backup": "maintenance", "consolidate": "maintenance",
+    "add": "writes", "backup": "maintenance", "completion": "completion",
+    "consolidate": "maintenance",
     "contradict": "reads", "corrections": "hooks", "doctor": "hooks", "entity-list": "reads",
     "entity-merge": "reads", "episode-add": "episodes", "episode-close": "episodes",
     "episode-list": "episodes", "episode-open": "episodes", "export-jsonl": "sync",

@@ -27,6 +27,11 @@ class _Host(click.ParamType):
             raise UsageError(f"unknown host {value!r}: one of {', '.join(HOSTS)}")
         return value
 
+    def shell_complete(self, ctx, param, incomplete):  # Tab after `zmem setup `
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(h) for h in HOSTS if h.startswith(incomplete)]
+
 
 def _keeper(changes, env) -> None:
     """The http prompt hook's keeper follows the wiring: started (warm before the first
@@ -42,7 +47,7 @@ def _keeper(changes, env) -> None:
 
 
 @cli.command()
-@click.argument("host", type=_Host(), metavar="HOST")
+@click.argument("host", type=_Host(), metavar="HOST", required=False)
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option(
     "--remove", is_flag=True,
@@ -61,6 +66,18 @@ def _keeper(changes, env) -> None:
 )  # fmt: skip
 @click.option("--no-model", is_flag=True, help="Do not offer the model step.")
 @click.option(
+    "--all", "every_host", is_flag=True,
+    help="With --remove and no HOST: every host's wiring, the MCP entries, the Hermes plugins "
+    "and the keeper (the resident process answering the prompt hook), in one step; says "
+    "what data stays.",
+)  # fmt: skip
+@click.option(
+    "--purge-data", is_flag=True,
+    help="With --remove --all: also delete the data dir (the store, its backups, logs, tokens) "
+    "and the model cache, after a confirmation (--yes to skip it, e.g. in a script).",
+)  # fmt: skip
+@click.option("--yes", is_flag=True, help="With --purge-data: do not ask.")
+@click.option(
     "--hermes-home", metavar="DIR",
     help="With hermes: the Hermes home (default $HERMES_HOME, else ~/.hermes).",
 )  # fmt: skip
@@ -72,8 +89,8 @@ def _keeper(changes, env) -> None:
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and the checks as JSON.")
 @click.pass_obj
-def setup(obj, host, dry_run, remove, fetch_model, model_from, no_model, hermes_home, prompt_hook,
-          as_json):  # fmt: skip
+def setup(obj, host, dry_run, remove, fetch_model, model_from, no_model, every_host, purge_data,
+          yes, hermes_home, prompt_hook, as_json):  # fmt: skip
     """Connect an agent host to ZMem: its hooks (or MCP server) run this install.
 
     \b
@@ -95,6 +112,13 @@ def setup(obj, host, dry_run, remove, fetch_model, model_from, no_model, hermes_
     from zmem import doctor, installation
     from zmem.hosts import setup as wiring
 
+    if every_host or purge_data:
+        if not (remove and every_host and host is None):
+            raise UsageError("--all and --purge-data go with `zmem setup --remove --all` (no HOST)")
+        _remove_all(obj, dry_run, purge_data, yes, hermes_home, as_json)
+        return
+    if host is None:
+        raise UsageError(f"name the host to wire: zmem setup HOST ({', '.join(HOSTS)})")
     flags = [f for f, on in (("--fetch-model", fetch_model), ("--model-from", model_from),
                              ("--no-model", no_model)) if on]  # fmt: skip
     if len(flags) > 1:
@@ -126,7 +150,11 @@ def setup(obj, host, dry_run, remove, fetch_model, model_from, no_model, hermes_
     model = None if remove else _model_step(settings.data_dir, dry_run, fetch_model,
                                              model_from, no_model, as_json)  # fmt: skip
     report = doctor.run(project=os.getcwd(), store_path=obj.store_path)
-    attention = [c for c in report["checks"] if c["status"] in ("warn", "fail")]
+    attention = [
+        c for c in (_for_host(c, host) for c in report["checks"])
+        if c is not None and c["status"] in ("warn", "fail")
+    ]  # fmt: skip
+    absent = [] if remove else _not_installed(host, changes)
     if as_json:
         output.emit_json({
             "host": host, "dry_run": dry_run, "remove": remove,
@@ -139,6 +167,7 @@ def setup(obj, host, dry_run, remove, fetch_model, model_from, no_model, hermes_
             "model": model,
             "notes": hermes_notes,
             "checks": attention,
+            "hosts_not_installed": absent,
         })  # fmt: skip
         return
     for c in changes:
@@ -149,29 +178,101 @@ def setup(obj, host, dry_run, remove, fetch_model, model_from, no_model, hermes_
             state = "would be deleted" if dry_run else "deleted (setup had created it)"
         elif c.changed and c.restored:
             state = "would be restored" if dry_run else "restored as it was before setup"
-        output.emit(f"{c.path}: {state} ({', '.join(c.summary)})")
+        # What changed is said only of a file that changes: "unchanged (SessionStart:
+        # replaced, ...)" read as if something had been replaced. A removal's summary says
+        # what it found ("nothing of ZMem's"), true either way.
+        detail = f" ({', '.join(c.summary)})" if c.changed or remove or host == "hermes" else ""
+        output.emit(f"{c.path}: {state}{detail}")
+    for line in absent:
+        output.emit(line)
     for line in hermes_notes:
         output.emit(line)
     if remove:
         if not dry_run:
             output.emit(f"done: ZMem is no longer wired into {host}")
         return
-    if host in ("claude", "codex", "zcode", "mcp"):
+    if host in ("claude", "codex", "zcode"):
         output.emit(f"hooks run: {install.python} -S {install.launcher} ({install.describe()})")
+    elif host == "mcp":
+        output.emit(f"the MCP server runs: {install.python} -m zmem mcp --stdio")
+    if host in ("claude", "codex", "zcode", "mcp"):
         if not install.lasting:
             output.notice(
                 f"this install lives in a checkout ({install.checkout}): moving or deleting it "
                 "breaks these hooks; for a lasting install: uv tool install <wheel or path>, "
                 "then run setup from it"
             )
-    if host == "codex" and written:
-        output.emit("Codex runs a changed hook only after you trust it: open /hooks in codex.")
+    if host == "codex" and not dry_run and not remove:
+        # Whether Codex will run what was just wired (a warning below says how to trust it).
+        trust = next(c for c in report["checks"] if c["check"] == "codex-hooks")
+        if trust["status"] == "ok":
+            output.emit(f"codex: {trust['detail']}")
     if model is not None:
         output.emit(f"recall: {model['line']}")
     if not dry_run:
         output.emit(f"done: {host} uses the store {settings.store_path}")
     for c in attention:
         output.emit(f"  {c['status']}: {c['check']}: {c['detail']}")
+
+
+# What says a host is installed here: its config directory, or its command on PATH.
+_HOST_MARKS = {
+    "claude": (".claude", "claude", "Claude Code"),
+    "codex": (".codex", "codex", "Codex"),
+    "zcode": (".zcode", "zcode", "ZCode"),
+}
+
+
+def _not_installed(host: str, changes) -> list[str]:
+    """A line for each host whose files setup writes though the host is not installed here
+    (neither its command on PATH nor anything of its own in its folder but what setup wrote):
+    the files wait for it, and the person should know nothing reads them yet."""
+    import shutil
+
+    from zmem.hosts.setup import BACKUP_SUFFIX
+
+    home = Path(os.environ.get("HOME") or Path.home())
+    ours = {c.path.name for c in changes} | {c.path.name + BACKUP_SUFFIX for c in changes}
+    lines = []
+    for name in ("claude", "codex") if host == "mcp" else (host,):
+        if name not in _HOST_MARKS:
+            continue
+        folder, command, label = _HOST_MARKS[name]
+        where = home / folder
+        if name == "codex" and os.environ.get("CODEX_HOME"):
+            where = Path(os.environ["CODEX_HOME"])
+        own = where.is_dir() and any(p.name not in ours for p in where.iterdir())
+        if not own and shutil.which(command) is None:
+            lines.append(
+                f"{label} does not look installed here (no `{command}` on PATH, nothing of its "
+                f"own in {where}): its configuration was written for when it is"
+            )
+    return lines
+
+
+def _for_host(c: dict, host: str) -> dict | None:
+    """A doctor check as it concerns this host's setup: the second-memory warning speaks of
+    this host's own memory only, and not at all to another host's setup; Codex's hook trust
+    concerns Codex's setup alone."""
+    if c["check"] == "codex-hooks":
+        return c if host == "codex" else None
+    if c["check"] != "native-memory" or c["status"] != "warn":
+        return c
+    claude, codex = c.get("claude") or {}, c.get("codex") or {}
+    if host == "claude" and claude.get("auto_memory"):
+        where = "by default" if claude.get("source") == "default" else f"per {claude['source']}"
+        return {
+            **c,
+            "detail": f"Claude Code auto memory is on ({where}): a second memory "
+            'competes with ZMem; set "autoMemoryEnabled": false in ~/.claude/settings.json',
+        }
+    if host == "codex" and codex.get("memories"):
+        return {
+            **c,
+            "detail": f"Codex memories are on (per {codex.get('source')}): a second "
+            "memory competes with ZMem; set memories = false under [features]",
+        }
+    return None
 
 
 def _model_step(data_dir, dry_run, fetch_model, model_from, no_model, as_json) -> dict:
@@ -213,6 +314,72 @@ def _model_step(data_dir, dry_run, fetch_model, model_from, no_model, as_json) -
     state = model_state(data_dir)
     return {"verified": state["verified"], "source": state["source"], "from": got.source,
             "line": f"semantic (MiniLM, {state['source']}, from {got.source})"}  # fmt: skip
+
+
+def _remove_all(obj, dry_run: bool, purge: bool, yes: bool, hermes_home, as_json: bool) -> None:
+    """Every host's wiring out (hooks, MCP entries, the Hermes plugins), the keeper stopped and
+    its config gone; then what data stays, or (purge) the data dir and the model cache gone."""
+    import shutil
+
+    from zmem.embedding import model_files
+    from zmem.hosts import setup as wiring
+
+    settings = obj.settings()
+    env = dict(os.environ)
+    done: list[dict] = []
+    for host in ("claude", "codex", "zcode", "mcp"):
+        changes = wiring.plan(host, env, remove=True)
+        if not dry_run:
+            wiring.apply(changes)
+            if host == "claude":
+                _keeper(changes, env)
+        done += [{"host": host, "path": str(c.path), "changed": c.changed, "entries": c.summary}
+                 for c in changes if c.changed]  # fmt: skip
+    hermes_changes, _, notes = _hermes(dry_run, True, hermes_home)
+    done += [{"host": "hermes", "path": str(c.path), "changed": c.after != c.before,
+              "entries": c.summary} for c in hermes_changes if c.after != c.before]  # fmt: skip
+    data = settings.data_dir
+    # A store (and its backups) kept outside the data dir (ZMEM_STORE, --store) is data too.
+    store = settings.store_path
+    outside = [] if store.parent == data else [
+        store, *(store.with_name(store.name + s) for s in ("-wal", "-shm")),
+        settings.backup_dir or store.parent / "backups",
+    ]  # fmt: skip
+    stays = [p for p in (data, model_files.models_dir(data), *outside) if p.exists()]
+    purged: list[str] = []
+    if purge and stays and not dry_run:
+        if not yes:
+            answer = output.ask(f"Delete {', '.join(map(str, stays))} for good?", default=False)
+            if not answer:
+                raise UsageError(
+                    "nothing deleted: confirm at a terminal, or add --yes (the wiring is out)"
+                )
+        for p in stays:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            purged.append(str(p))
+        stays = []
+    if as_json:
+        output.emit_json({"removed": done, "notes": notes, "kept": [str(p) for p in stays],
+                          "purged": purged, "dry_run": dry_run})  # fmt: skip
+        return
+    verb = "would take out" if dry_run else "took out"
+    for d in done:
+        output.emit(f"{d['path']}: {verb} {', '.join(d['entries'])}")
+    if not done:
+        output.emit("no host was wired to ZMem")
+    for line in notes:
+        output.emit(line)
+    for p in purged:
+        output.emit(f"deleted {p}")
+    if stays:
+        output.emit(
+            f"kept: {', '.join(map(str, stays))} (your memories and the model): "
+            "`zmem setup --remove --all --purge-data` deletes them"
+        )
+    output.emit("done: no host runs ZMem now" if not dry_run else "dry run: nothing changed")
 
 
 def _hermes(dry_run: bool, remove: bool, home: str | None):

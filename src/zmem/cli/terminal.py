@@ -6,7 +6,14 @@ to run in the client's own process (NeedsPerson)."""
 
 from __future__ import annotations
 
+import os
 import sys
+
+# An agent's shell can be a terminal too: Codex runs a command in a PTY when the model asks
+# for one (exec_command tty=true). What the hosts put in their tools' environment says an agent
+# typed it: Claude Code (2.1.332) sets CLAUDECODE=1 and AI_AGENT, Codex (0.171) CODEX_THREAD_ID
+# and CODEX_TOOL_CALL_ID (seen in their tool calls' environment, tests/test_cli_first_minutes.py).
+AGENT_VARS = ("CLAUDECODE", "AI_AGENT", "CODEX_THREAD_ID", "CODEX_TOOL_CALL_ID")
 
 _override: list[bool | None] = [None]
 
@@ -24,6 +31,8 @@ def interactive() -> bool:
     agent's tool call or a hook."""
     if _override[0] is not None:
         return _override[0]
+    if any(os.environ.get(name) for name in AGENT_VARS):
+        return False
     try:
         return sys.stdin.isatty() and sys.stdout.isatty()
     except (AttributeError, ValueError):  # closed or replaced streams

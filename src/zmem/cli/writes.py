@@ -146,7 +146,8 @@ def add(
 
 
 @cli.command()
-@click.option("--id", "memory_id", required=True, help=words.LIVE_ID)
+@click.argument("id_arg", required=False, metavar="[ID]")
+@click.option("--id", "memory_id", default=None, help=words.LIVE_ID + " The same as ID.")
 @click.option("--content", required=True, help="The new content; '-' reads it from stdin.")
 @click.option("--namespace", default=None, help="Move the revision here (default: the row's).")
 @click.option("--type", "type_", type=_TYPE, default=None, help="New type (default: the row's).")
@@ -176,6 +177,7 @@ def add(
 @click.pass_obj
 def update(
     obj,
+    id_arg,
     memory_id,
     content,
     namespace,
@@ -188,8 +190,12 @@ def update(
     capture_mode,
     as_json,
 ):
-    """Revise a memory append-only: a new live row links back via update_of and the old row is
-    tombstoned (retired: still readable with --as-of before now)."""
+    """Revise a memory append-only: `zmem update ID --content TEXT`. A new live row links back
+    via update_of and the old row is tombstoned (retired: still readable with --as-of before
+    now)."""
+    from zmem.cli.reads import the_id
+
+    memory_id = the_id(id_arg, memory_id)
     result = obj.store().update(
         memory_id,
         read_content(content),

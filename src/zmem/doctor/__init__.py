@@ -53,7 +53,9 @@ def run(
         store_checks.data_dir_check(settings.data_dir),
         store_checks.namespace_check(project, settings),
         host_checks.surfaces(repo_root, home),
+        host_checks.claude_plugin(env, Path(env.get("HOME") or home)),
         host_checks.wiring(env, Path(env.get("HOME") or home)),
+        host_checks.codex_hooks(env, Path(env.get("HOME") or home)),
         hub_checks.hub(settings),
     ]
     summary = {s: sum(c["status"] == s for c in checks) for s in RANK}

@@ -6,7 +6,6 @@ wiring `zmem setup` wrote (which install each host runs, and whether its paths s
 from __future__ import annotations
 
 import re
-import shlex
 import shutil
 import sys
 import tomllib
@@ -226,36 +225,62 @@ def surfaces(repo_root: str | None, home: Path) -> dict[str, Any]:
     )
 
 
+def claude_plugin(env: Mapping[str, str], home: Path) -> dict[str, Any]:
+    """Whether Claude Code can load the zmem plugin: it reads a plugin added from a directory
+    marketplace (`make marketplace`) in that directory, not from its own copy (2.1.332: "Read
+    from: <dir>/plugins/zmem"), and once the directory moves it fails to load ("cache-miss")
+    with no message in a session."""
+    plugins = _claude_dir(env, home) / "plugins"
+    installed = (read_json(plugins / "installed_plugins.json") or {}).get("plugins")
+    names = [k.split("@", 1)[1] for k in installed or {} if k.startswith("zmem@") and "@" in k]
+    if not names:
+        return check("claude-plugin", NA, "the zmem plugin is not installed in Claude Code")
+    markets = read_json(plugins / "known_marketplaces.json") or {}
+    gone = []
+    for name in names:
+        source = (markets.get(name) or {}).get("source") or {}
+        where = source.get("path") if source.get("source") == "directory" else None
+        if isinstance(where, str) and not (Path(where) / "plugins" / "zmem").is_dir():
+            gone.append((name, where))
+    if not gone:
+        return check("claude-plugin", OK, f"zmem@{', zmem@'.join(names)} loads", marketplaces=names)
+    name, where = gone[0]
+    return check(
+        "claude-plugin", FAIL,
+        f"Claude Code reads zmem@{name} from {where}, which no longer holds it: the plugin does "
+        f"not load (and no session says so). Put the directory back, or run `claude plugin "
+        f"marketplace add <its new place>`",
+        marketplaces=names, missing=where,
+    )  # fmt: skip
+
+
 # ---- the wiring `zmem setup` wrote ---------------------------------------------------------
 
 
-def _hook_targets(command: str) -> tuple[str | None, str | None]:
-    """(interpreter, launcher) of a hook command ZMem wrote (`[env K=V ...] PY -S LAUNCHER
-    <Event> --host H`)."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None, None
-    while words and (words[0] == "env" or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])):
-        words.pop(0)
-    if not words:
-        return None, None
-    marks = installation.HOOK_MARKS
-    launcher = next((w for w in words[1:] if any(m in w for m in marks)), None)
-    return words[0], launcher
+def codex_hooks(env: Mapping[str, str], home: Path) -> dict[str, Any]:
+    """Whether Codex will run ZMem's hooks, those `zmem setup codex` wired and the zmem
+    plugin's: it skips a hook nobody trusted in its /hooks review (silently under `codex
+    exec`), and one changed since."""
+    from zmem import codex_trust
 
-
-def _wired_hooks(path: Path) -> list[tuple[str | None, str | None]]:
-    doc = read_json(path) or {}
-    hooks = doc.get("hooks") if isinstance(doc.get("hooks"), dict) else {}
+    codex = codex_trust.codex_home(env, home)
     found = []
-    for entries in hooks.values():
-        for entry in entries if isinstance(entries, list) else []:
-            for h in (entry.get("hooks") or []) if isinstance(entry, dict) else []:
-                command = str(h.get("command", "")) if isinstance(h, dict) else ""
-                if any(m in command for m in installation.HOOK_MARKS):
-                    found.append(_hook_targets(command))
-    return sorted(set(found), key=str)
+    hooks_file = codex / "hooks.json"
+    doc = read_json(hooks_file)
+    if isinstance(doc, dict) and installation.wired_hooks(hooks_file):
+        found += codex_trust.states(
+            doc, codex_trust.key_path(env, home), codex / "config.toml",
+            lambda command: any(m in command for m in installation.HOOK_MARKS),
+        )  # fmt: skip
+    for plugin_id, rel, hooks in codex_trust.plugins(codex):
+        found += codex_trust.states(hooks, f"{plugin_id}:{rel}", codex / "config.toml")
+    if not found:
+        return check("codex-hooks", NA, "no ZMem hooks in Codex (`zmem setup codex` wires them)")
+    states = {h.key: h.state for h in found}
+    line = codex_trust.describe(found)
+    if line is None:
+        return check("codex-hooks", OK, f"Codex trusts ZMem's {len(found)} hooks", states=states)
+    return check("codex-hooks", WARN, line, states=states)
 
 
 def _install_of(python: str) -> str:
@@ -276,7 +301,7 @@ def wiring(env: Mapping[str, str], home: Path) -> dict[str, Any]:
     }
     hosts: dict[str, dict[str, Any]] = {}
     for host, path in files.items():
-        targets = _wired_hooks(path)
+        targets = installation.wired_hooks(path)
         if not targets:
             hosts[host] = {"wired": False}
             continue

@@ -215,13 +215,30 @@ def download_verified(
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
     digest, size = hashlib.sha256(), 0
     try:
-        with os.fdopen(fd, "wb") as out, fetch(url) as body:
-            while chunk := body.read(1 << 20):
-                size += len(chunk)
-                if size > max_bytes:
-                    raise ModelFileError(f"{url} is larger than {max_bytes} bytes: refused")
-                digest.update(chunk)
-                out.write(chunk)
+        with os.fdopen(fd, "wb") as out:
+            try:
+                body = fetch(url)
+            except OSError as exc:  # no network, a refused connection, a timeout, an HTTP error
+                reason = getattr(exc, "reason", None) or exc
+                raise ModelFileError(f"cannot reach {url} ({reason}); nothing saved") from None
+            with body:
+                while True:
+                    try:
+                        chunk = body.read(1 << 20)
+                    except OSError as exc:
+                        raise ModelFileError(f"{url}: the download broke off ({exc})") from None
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise ModelFileError(f"{url} is larger than {max_bytes} bytes: refused")
+                    digest.update(chunk)
+                    try:
+                        out.write(chunk)
+                    except OSError as exc:  # a full disk, a quota: the machine's, not ZMem's
+                        raise ModelFileError(
+                            f"cannot write {dest.parent}: {exc.strerror or exc}; nothing saved"
+                        ) from None
             out.flush()
             os.fsync(out.fileno())
         if digest.hexdigest() != sha256:

@@ -187,7 +187,7 @@ def http_config(data_dir: Path, remove: bool) -> Change:
         # port, and a new secret (the old one may have been sent to it already).
         summary.append(f"127.0.0.1:{previous.port} is held by another program: moved")
         previous = None
-    config = http_hook.new_config(previous)
+    config = http_hook.new_config(previous, data_dir)
     return Change(
         path, before, config.text(), [*summary, f"http prompt hook on 127.0.0.1:{config.port}"],
         private=True, backup=False,
@@ -202,7 +202,7 @@ def move_http_hook(data_dir: Path, env: dict[str, str]) -> http_hook.HttpConfig 
     path = host_files(env)["claude"]
     before, doc = _read_json(path)
     hooks = _hooks_of(path, doc)
-    new = http_hook.new_config(None)
+    new = http_hook.new_config(None, data_dir)
     moved = False
     for entries in hooks.values():
         for entry in entries:

@@ -70,17 +70,33 @@ def load_config(data_dir: Path) -> HttpConfig | None:
         return None
 
 
-def new_config(previous: HttpConfig | None) -> HttpConfig:
+def new_config(previous: HttpConfig | None, data_dir: Path | None = None) -> HttpConfig:
     """The config setup writes: the previous one kept (running setup again changes nothing),
-    else a port free now and a new 256-bit secret."""
+    else a port free now and a new 256-bit secret. With `data_dir`, the port is the first free
+    one of a sequence that data dir always draws (a dry run shows the port the real run then
+    writes, issue 49); without, any free port."""
     if previous is not None:
         return previous
     import secrets
 
+    return HttpConfig(_free_port(data_dir), secrets.token_urlsafe(32))
+
+
+def _free_port(data_dir: Path | None) -> int:
+    if data_dir is not None:
+        import zlib
+
+        start = 20000 + zlib.crc32(str(Path(data_dir).expanduser()).encode()) % 30000
+        for port in range(start, start + 64):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                try:
+                    probe.bind((LOOPBACK, port))
+                except OSError:
+                    continue  # held (or in another program's use): the next one
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((LOOPBACK, 0))
-        port = probe.getsockname()[1]
-    return HttpConfig(port, secrets.token_urlsafe(32))
+        return probe.getsockname()[1]
 
 
 def write_config(data_dir: Path, config: HttpConfig) -> None:

@@ -30,6 +30,12 @@ def _wanted(data_dir: Path, config: http_hook.HttpConfig) -> bool:
     return http_hook.load_config(data_dir) == config
 
 
+def _install_gone() -> bool:
+    """The interpreter or the package this keeper runs no longer exists (the tool was
+    uninstalled, its environment deleted)."""
+    return not (os.path.exists(sys.executable) and os.path.exists(__file__))
+
+
 class Keeper:
     def __init__(self, data_dir: Path, config: http_hook.HttpConfig):
         self.data_dir = data_dir
@@ -45,6 +51,11 @@ class Keeper:
         start_now = True  # the first resident process: warm before the first prompt
         while not self.stopping:
             if not start_now and not self._wait_for_request():
+                break
+            if _install_gone():
+                # Uninstalled without `setup --remove`: no resident process can start again,
+                # and restarting one in a loop would only fill the log.
+                client.log_line(self.data_dir, "keeper", "resident", "install-gone", {})
                 break
             status = self._run_worker()
             if self.stopping or not _wanted(self.data_dir, self.config):
@@ -85,6 +96,8 @@ class Keeper:
             while not self.stopping:
                 if ready.select(timeout=CONFIG_CHECK_S):
                     return True
+                if _install_gone():
+                    return True  # the loop's own check logs it and stops
                 if not _wanted(self.data_dir, self.config):
                     return False
         return False
@@ -144,7 +157,10 @@ def main(argv: list[str] | None = None) -> None:
     except OSError:
         sys.exit(0)  # the port is held: another keeper already serves it
     pid_file = data_dir / layout.KEEPER_PID
-    pid_file.write_text(f"{os.getpid()}\n")
+    # Whole or absent, never empty: a reader (stop, doctor) may look the moment it appears.
+    partial = pid_file.with_name(f".{pid_file.name}.{os.getpid()}")
+    partial.write_text(f"{os.getpid()}\n")
+    os.replace(partial, pid_file)
     try:
         keeper.run()
     finally:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from zmem.resident import wire
 
@@ -44,7 +43,7 @@ def command_of(argv: list[str]) -> tuple[str | None, str | None]:
 
 
 def ask(
-    argv: list[str], prog: str, store_path: Path, data_dir: Path
+    argv: list[str], prog: str, store_path: str | os.PathLike, data_dir: str | os.PathLike
 ) -> tuple[int, str, str] | None:
     """(exit code, stdout, stderr) from the resident process, or None: then run it here."""
     if not wire.flag("ZMEM_HOOK_DAEMON"):
@@ -52,12 +51,9 @@ def ask(
     import io
     import sys
 
-    from zmem.resident.code import PACKAGE_DIR
+    from zmem.cli import terminal
 
-    try:
-        tty = sys.stdin.isatty() and sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        tty = False
+    tty = terminal.interactive()  # a person here (not an agent's PTY): the process must know
     stdin = None
     if "-" in argv or any(a.endswith("=-") for a in argv):  # a value read from stdin
         try:
@@ -71,8 +67,10 @@ def ask(
             return None  # too big to forward: run here
     payload = json.dumps({"argv": argv, "prog": prog, "cwd": os.getcwd(),
                           "store": str(store_path), "tty": tty, "stdin": stdin})  # fmt: skip
-    request = wire.encode_request(HOST, "read", str(PACKAGE_DIR), payload.encode("utf-8"))
-    state, body = wire.ask(str(data_dir / wire.SOCKET_NAME), request, DEADLINE_S)
+    # The zmem package this process runs, as resident.code names it (no pathlib here).
+    package = os.path.dirname(os.path.dirname(os.path.realpath(wire.__file__)))
+    request = wire.encode_request(HOST, "read", package, payload.encode("utf-8"))
+    state, body = wire.ask(os.path.join(data_dir, wire.SOCKET_NAME), request, DEADLINE_S)
     if state != wire.ANSWERED:
         return None
     try:

@@ -26,6 +26,17 @@ REFUSED = "refused"  # it will not handle this request: the caller runs the verb
 TIMED_OUT = "timeout"  # the deadline passed: fail open, print nothing
 
 
+HELP = """usage: zmem-hook <Event> --host claude|codex|zcode   (the host's hook payload on stdin)
+
+The hook entry point `zmem setup` wires into a host's settings: the host runs it for each hook
+event and reads its stdout. Events: SessionStart, UserPromptSubmit, PreToolUse, PostToolUse,
+PostToolUseFailure, PreCompact, SubagentStart, SubagentStop, Stop (as each host sends them).
+It never fails its host: on any error it prints nothing and exits 0, and logs a line in
+$ZMEM_DATA/zmem-bg.log. To try one by hand: `zmem hook <Event> --host claude < payload.json`
+(see `zmem hook --help`). `zmem doctor` checks the wiring.
+"""
+
+
 def flag(name: str, default: bool = True, environ=os.environ) -> bool:
     raw = environ.get(name, "").strip().lower()
     if raw in ("0", "false", "no", "off"):

@@ -1,10 +1,9 @@
 """The hook launcher's work for every host: `<venv python> -S zmem_hook.py <Event> --host H`
 (or an install's `<prefix>/bin/zmem-hook`, which imports zmem_hook). A warm prompt must cost
-little more than the interpreter's start, so this module first tries the resident process
-through zmem.resident.wire, which imports only modules built into the interpreter (-S skips
-site-packages: ~4 ms). Only when no resident process answers does it load site and the full
-client, with a bare package object standing in for `zmem` so zmem/__init__.py (the whole
-store, ~125 ms) does not load until the hook knows it has work."""
+little more than the interpreter's start, so it first tries the resident process through
+zmem.resident.wire (built-in modules only; -S skips site-packages: ~4 ms). Only when no
+resident process answers does it load site and the full client, a bare package object standing
+in for `zmem` until the hook knows it has work."""
 
 import os
 import sys
@@ -12,13 +11,10 @@ import sys
 
 def _with_site() -> None:  # the launchers pass -S; the full client needs site-packages
     if sys.flags.no_site:
-        import site
-
-        site.main()
+        __import__("site").main()
 
 
-def _env_prefix() -> str:
-    # With -S, sys.prefix is the base interpreter's: the path the host ran names the venv.
+def _env_prefix() -> str:  # with -S, sys.prefix is the base interpreter's; the path ran is ours
     return os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
 
 
@@ -51,13 +47,17 @@ def _bare_package(pkg_dir: str) -> None:
 
 
 def main() -> None:
-    try:
-        raw = sys.stdin.buffer.read()
-    except (OSError, ValueError):
-        raw = b""
     pkg_dir = _package_dir()
     _bare_package(pkg_dir)
     from zmem.resident import wire
+
+    if not sys.argv[1:] or sys.argv[1] in ("-h", "--help"):  # a person, not a host: no stdin
+        os.write(1, wire.HELP.encode())
+        os._exit(0)
+    try:
+        raw = sys.stdin.buffer.read()
+    except (OSError, ValueError):  # no stdin
+        raw = b""
 
     event, host = wire.parse_argv(sys.argv[1:])
     if event == "SessionStart":  # a plugin its host updated: upgrade the venv it runs
