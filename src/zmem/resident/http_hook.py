@@ -110,13 +110,19 @@ def write_config(data_dir: Path, config: HttpConfig) -> None:
     os.replace(tmp, path)
 
 
+LISTEN_BACKLOG = 1024  # the kernel caps it at net.core.somaxconn
+
+
 def listen(port: int) -> socket.socket:
     """The keeper's listening socket, inherited by each resident process it starts."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((LOOPBACK, port))
-        sock.listen(64)
+        # A deep queue: when another local user holds hundreds of connections open, a full
+        # queue would drop this user's connection attempt and the client would retry only
+        # after a second (TCP's first retransmission); queued, it is accepted within a wake.
+        sock.listen(LISTEN_BACKLOG)
     except OSError:
         sock.close()
         raise
