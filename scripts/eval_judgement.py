@@ -27,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 TARGETS = (
-    "targets (issue 35): flag precision >= 0.95, flag recall >= 0.90, folded >= 0.90, 0 wrong folds"
+    "targets (issue 50): automatic fold and contradiction precision >= 0.97, no distinct fact "
+    "folded, coverage >= 0.90, distinct pairs asked <= 0.15"
 )
 
 
@@ -41,6 +42,11 @@ def main() -> int:
     ap.add_argument("--profile", default="minilm", choices=["minilm", "fake"])
     ap.add_argument("--show-misses", action="store_true", help="print every wrong decision")
     ap.add_argument("--json", type=Path, help="also write every decision here")
+    ap.add_argument(
+        "--answer",
+        action="store_true",
+        help="a scripted agent answers every question by the pair's label (resolve)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="zmem-judgement-data-") as data:
         for key in [k for k in os.environ if k.startswith("ZMEM_")]:
@@ -59,7 +65,7 @@ def main() -> int:
             if n % 40 == 0 or n == len(pairs):
                 print(f"  {n}/{len(pairs)} pairs", file=sys.stderr, flush=True)
 
-        results = judgement.run(pairs, MemoryStore.open, tick)
+        results = judgement.run(pairs, MemoryStore.open, tick, answer=args.answer)
 
     print(
         f"\nJudgement on {args.pairs.name} ({len(pairs)} pairs), profile {args.profile}; {TARGETS}"
@@ -68,32 +74,48 @@ def main() -> int:
         mine = [(p, d) for p, d in results if p.side == side]
         by_family = judgement.score(mine, lambda p: p.family)
         print(f"\n{side} side ({len(mine)} pairs)\n")
-        print("| family | pairs | label | folded | flagged | kept apart | right |")
-        print("|---|---:|---|---:|---:|---:|---:|")
+        print("| family | pairs | label | folded | flagged | kept apart | of which asked | right |")
+        print("|---|---:|---|---:|---:|---:|---:|---:|")
         for name in sorted(by_family, key=lambda n: (n == "all", n)):
             s = by_family[name]
             labels = sorted({lab for lab, _ in s.confusion})
             print(
                 f"| {name} | {s.pairs} | {'/'.join(labels)} | {s.count(decided='duplicate')} | "
                 f"{s.count(decided='contradiction')} | {s.count(decided='distinct')} | "
-                f"{s.accuracy:.2f} |"
+                f"{sum(s.asked.values())} | {s.accuracy:.2f} |"
             )
         s = by_family["all"]
         print(
-            f"\nflag precision {_fmt(s.flag_precision)}, flag recall {_fmt(s.flag_recall)}, "
-            f"near-duplicates folded {_fmt(s.fold_recall)}, wrong folds {s.wrong_folds}, "
-            f"accuracy {s.accuracy:.2f}"
+            f"\nautomatic: fold precision {_fmt(s.fold_precision)} "
+            f"({s.count('duplicate', 'duplicate')}/{s.count(decided='duplicate')}), "
+            f"contradiction precision {_fmt(s.flag_precision)} "
+            f"({s.count('contradiction', 'contradiction')}/{s.count(decided='contradiction')}), "
+            f"wrong folds {s.wrong_folds}; coverage (decided rightly or asked) "
+            f"{_fmt(s.coverage)}; distinct pairs asked {_fmt(s.distinct_asked)}"
         )
+        if args.answer:
+            print(f"with a scripted answerer that follows the labels: "
+                  f"{_fmt(s.answered_accuracy)} of pairs end as labelled")  # fmt: skip
     if args.show_misses:
         print("\nWrong decisions:")
         for pair, decided in results:
-            if decided != pair.label:
-                print(f"- {pair.id} [{pair.side}, {pair.family}] {pair.label} -> {decided}")
+            if decided.decided != pair.label:
+                how = f"asked ({decided.asked})" if decided.asked else decided.decided
+                print(f"- {pair.id} [{pair.side}, {pair.family}] {pair.label} -> {how}")
                 print(f"    a: {pair.a}\n    b: {pair.b}")
     if args.json:
         args.json.write_text(
             json.dumps(
-                [{"id": p.id, "label": p.label, "decided": d, "side": p.side} for p, d in results],
+                [
+                    {
+                        "id": p.id,
+                        "label": p.label,
+                        "decided": d.decided,
+                        "asked": d.asked,
+                        "side": p.side,
+                    }
+                    for p, d in results
+                ],
                 indent=1,
             )
         )

@@ -25,6 +25,7 @@ COUNTED_TABLES = (
     "memory_entity",
     "episode",
     "episode_memory",
+    "review",
     "meta",
 )
 

@@ -83,7 +83,7 @@ def test_every_tool_has_a_description_and_a_closed_schema():
         assert schema["parameters"]["additionalProperties"] is False
         assert set(t.required) <= set(t.properties)
     assert {"add", "update", "invalidate", "supersede", "recall", "search", "recent", "get",
-            "links", "contradict", "stats", "session_start",
+            "links", "contradict", "resolve", "stats", "session_start",
             "session_end"} <= set(names)  # fmt: skip
 
 

@@ -56,9 +56,9 @@ def test_help_explains_commands(run_cli):
 def test_add_json_shape(run_cli):
     r = run_cli(*ADD, "--content", "Use rg for search", "--json")
     doc = json.loads(r.stdout)
-    assert set(doc) == {"id", "result", "warnings"} and doc["result"] == "stored"
+    assert set(doc) == {"id", "result", "warnings", "review"} and doc["result"] == "stored"
     again = json.loads(run_cli(*ADD, "--content", "Use rg for search", "--json").stdout)
-    assert again == {"id": doc["id"], "result": "deduped", "warnings": []}
+    assert again == {"id": doc["id"], "result": "deduped", "warnings": [], "review": []}
 
 
 def test_add_json_reports_redactions(run_cli):
@@ -76,7 +76,7 @@ def test_update_json_shape_and_lineage(run_cli):
     old = add(run_cli, "Port is 5432")
     r = run_cli("update", "--id", old, "--content", "Port is 5433", "--json")
     doc = json.loads(r.stdout)
-    assert set(doc) == {"id", "result", "created_new", "warnings"}
+    assert set(doc) == {"id", "result", "created_new", "warnings", "review"}
     assert doc["result"] == "stored" and doc["created_new"] is True
     got = json.loads(run_cli("get", "--id", doc["id"]).stdout)
     assert got["update_of"] == old and got["content"] == "Port is 5433"

@@ -278,7 +278,7 @@ def test_windows_shell(run_cli, tmp_path, monkeypatch):
 # ---- the schema surfaces -------------------------------------------------------------------
 
 
-def test_healthy_v13_store(run_cli, store_path):
+def test_healthy_v14_store(run_cli, store_path):
     a, b, _ = make_store(store_path, rows=3)
     with MemoryStore.open(store_path) as s:
         s.contradict(a, b, reason="they disagree")
@@ -293,7 +293,7 @@ def test_healthy_v13_store(run_cli, store_path):
     conn.close()
     code, _, checks = doctor(run_cli)
     assert code == 0
-    assert checks["schema"]["status"] == "ok" and checks["schema"]["version"] == 13
+    assert checks["schema"]["status"] == "ok" and checks["schema"]["version"] == 14
     assert checks["schema"]["open_mode"] == "immutable"
     assert checks["lineage"]["status"] == "ok" and checks["lineage"]["missing"] == []
     ent = checks["entities"]

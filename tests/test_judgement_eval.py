@@ -29,7 +29,7 @@ def test_decisions_come_from_the_write_path(store_path):
         _pair("apart", "The staging database listens on port 5433",
               "Release notes live in docs/changes.md", "distinct"),
     ]  # fmt: skip
-    results = dict((p.id, d) for p, d in judgement.run(pairs, MemoryStore.open))
+    results = dict((p.id, d.decided) for p, d in judgement.run(pairs, MemoryStore.open))
     assert results == {"same": "duplicate", "flip": "contradiction", "apart": "distinct"}
     assert not store_path.exists()  # every pair on a store of its own, never the user's
 
@@ -49,6 +49,35 @@ def test_scores_count_what_they_claim():
     assert total.flag_precision == 0.5 and total.flag_recall == 0.5
     assert total.fold_recall == 0.5 and total.wrong_folds == 2
     assert total.accuracy == pytest.approx(2 / 6)
+    assert total.fold_precision == pytest.approx(1 / 3)
+
+
+def test_asked_pairs_count_as_covered_and_distinct_asks_are_counted():
+    asked = judgement.Outcome("distinct", "same")
+    rows = [
+        (_pair("1", "a", "b", "duplicate"), asked),
+        (_pair("2", "a", "b", "contradiction"), judgement.Outcome("contradiction", None)),
+        (_pair("3", "a", "b", "contradiction"), judgement.Outcome("distinct", None)),
+        (_pair("4", "a", "b", "distinct"), asked),
+        (_pair("5", "a", "b", "distinct"), judgement.Outcome("distinct", None)),
+    ]
+    total = judgement.score(rows, lambda p: p.family)["all"]
+    assert total.coverage == pytest.approx(2 / 3) and total.distinct_asked == 0.5
+    assert total.answered_accuracy is None  # no scripted answerer ran
+
+
+def test_a_scripted_answerer_ends_each_asked_pair_as_labelled(tmp_path, monkeypatch):
+    """Through the real add and resolve: a pair the judge asks about, answered by its label."""
+    a = "Run the integration tests against a fresh database container before merging feature work"
+    pairs = [
+        _pair("d", a, a + " to main daily", "duplicate"),
+        _pair("c", a, "Do not r" + a[1:] + " on weekend fridays", "contradiction"),
+        _pair("x", a, a + " to main daily", "distinct"),
+    ]
+    got = dict((p.id, o) for p, o in judgement.run(pairs, MemoryStore.open, answer=True))
+    assert {k: o.asked for k, o in got.items()} == {"d": "same", "c": "contradicts", "x": "same"}
+    assert {k: o.answered for k, o in got.items()} == {
+        "d": "duplicate", "c": "contradiction", "x": "distinct"}  # fmt: skip
 
 
 def test_a_bad_label_is_refused(tmp_path):

@@ -21,7 +21,7 @@ from test_live_hosts import (
 )
 
 TOOLS = {"add", "update", "invalidate", "supersede", "recall", "search", "recent", "get", "links",
-         "contradict", "stats", "session_start", "session_end"}  # fmt: skip
+         "contradict", "resolve", "stats", "session_start", "session_end"}  # fmt: skip
 PREFIX = "mcp__plugin_zmem_zmem__"
 # In `-p` mode Claude Code connects MCP servers in the background and defers their tools behind
 # a tool-search step; these make the first model call carry them, as an interactive session's

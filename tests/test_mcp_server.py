@@ -67,7 +67,8 @@ def test_stdio_round_trip_matches_the_cli(tmp_path, run_cli):
 
     names, added, recalled, bad, unknown, start = asyncio.run(session())
     assert {"add", "recall", "search", "recent", "get", "update", "invalidate", "supersede",
-            "links", "contradict", "stats", "session_start", "session_end"} == names  # fmt: skip
+            "links", "contradict", "resolve", "stats", "session_start",
+            "session_end"} == names  # fmt: skip
     assert not added.is_error and text(added)["result"] == "stored"
     memory_id = text(added)["id"]
     assert not recalled.is_error and recalled.structured_content == text(recalled)

@@ -1,4 +1,4 @@
-"""Schema v13 and its migrations: a fresh store equals the expected schema, a v1 store upgrades
+"""Schema v14 and its migrations: a fresh store equals the expected schema, a v1 store upgrades
 cleanly, migrating twice is a no-op, closed enums are enforced by CHECK constraints, and a store
 newer than this client is refused unless within the ceiling or overridden."""
 
@@ -20,7 +20,7 @@ from zmem.db.migrate import SCHEMA_VERSION, load_migrations, migrate, schema_ver
 from zmem.errors import SchemaError
 
 FIXTURES = Path(__file__).parent / "fixtures"
-EXPECTED = FIXTURES / "schema_v13.sql"
+EXPECTED = FIXTURES / "schema_v14.sql"
 
 
 def schema_dump(conn: apsw.Connection) -> str:
@@ -33,7 +33,7 @@ def schema_dump(conn: apsw.Connection) -> str:
 
 def test_fresh_schema_equals_expected(store_path):
     with MemoryStore.open(store_path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 13
+        assert store.schema_version == SCHEMA_VERSION == 14
         actual = schema_dump(store._conn)
     if os.environ.get("REGENERATE_SCHEMA_SNAPSHOT") == "1":  # deliberate schema change: review diff
         EXPECTED.write_text(actual)
@@ -69,7 +69,7 @@ def _v1_store(path: Path) -> None:
 def test_v1_fixture_upgrades_cleanly(store_path):
     _v1_store(store_path)
     with MemoryStore.open(store_path) as store:
-        assert store.schema_version == 13
+        assert store.schema_version == 14
         live = store.get("11111111-1111-4111-8111-111111111111")
         assert live.content.startswith("Run `pytest -x`")
         assert live.valid_from == "2025-01-10T08:00:00.000000Z"  # backfilled from ingestion_ts

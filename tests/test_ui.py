@@ -708,3 +708,35 @@ def test_a_fifo_named_as_a_source_never_blocks(store, tmp_path):
     t.join(20)
     assert not t.is_alive(), "hashing the FIFO blocked"
     assert done["overview"]["stale_sources"]["rows"][0]["state"] == "unreadable"
+
+
+def test_reviews_lists_the_judges_questions_and_answers_them(served):
+    """The write-time judge's pending questions (issue 50): listed with both texts and the
+    evidence; an answer goes through the store's resolve and the question leaves the page."""
+    _, client, _, tmp = served
+    base = (
+        "Run the integration tests against a fresh database container before merging feature work"
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ZMEM_EMBED_PROFILE", "fake")
+        mp.setenv("ZMEM_DATA", str(tmp / "data"))
+        with MemoryStore.open(tmp / "store.sqlite") as s:
+            old = s.add(base, namespace="project:rev", type="lesson", signal="test")
+            new = s.add(base + " to main daily", namespace="project:rev", type="lesson",
+                        signal="test")  # fmt: skip
+    assert new.reviews
+    status, _, page = client.request("GET", "/reviews")
+    assert status == 200 and f'data-new="{new.id}" data-old="{old.id}"' in page
+    assert "leans same" in page
+    csrf = client.csrf("/reviews")
+    status, headers, _ = client.request(
+        "POST", "/reviews/resolve", {"new": new.id, "old": old.id, "as": "same", "csrf": csrf}
+    )
+    assert status == 303 and headers["location"].endswith("done=resolved")
+    assert not _memory(tmp, new.id).live and _memory(tmp, old.id).live
+    _, _, page = client.request("GET", "/reviews")
+    assert f'data-new="{new.id}"' not in page
+    # Without the CSRF field nothing is answered.
+    status, _, _ = client.request("POST", "/reviews/resolve", {"new": new.id, "old": old.id,
+                                                               "as": "distinct"})  # fmt: skip
+    assert status == 403

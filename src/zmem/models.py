@@ -220,12 +220,15 @@ class WriteResult:
     related: tuple[str, ...] = ()
     contradicts: tuple[str, ...] = ()
     replaced: str | None = None
+    # The judge's questions about the new row (capture.judge.question), closest first.
+    reviews: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self, include_created_new: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "result": self.result}
         if include_created_new:
             out["created_new"] = self.created_new
         out["warnings"] = [dict(w) for w in self.warnings]
+        out["review"] = [dict(r) for r in self.reviews]
         return out
 
 
@@ -310,6 +313,7 @@ class Hit:
     unfold_of: str | None = None
     unfold_hop: int | None = None
     origin: Origin | None = None  # set for a row pulled from the team hub
+    under_review: str | None = None  # a row this one may contradict (a pending question)
 
     @property
     def id(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from zmem.capture.judge import ANSWERS
 from zmem.config import CAPTURE_MODES
 from zmem.models import (
     LINK_RELATIONS,
@@ -201,7 +202,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Remember something reusable for later sessions: a lesson a failure taught, a "
         "convention, a constraint, a decision and its reason, a user preference, a fact about "
         "the project. One self-contained statement per call. Say what grounds it (signal); "
-        "near-identical memories are refreshed, not duplicated.",
+        "near-identical memories are refreshed, not duplicated. When the result has a "
+        "non-empty review, compare the memories it names with what you meant and answer "
+        "each with resolve.",
         {
             "content": _s("The knowledge, self-contained.", MAX_CONTENT_CHARS),
             "namespace": {
@@ -281,6 +284,18 @@ TOOLS: tuple[ToolSpec, ...] = (
             "reason": _s("Why they conflict.", MAX_REASON_CHARS),
         },
         ("ids", "reason"),
+    ),
+    ToolSpec(
+        "resolve",
+        "Answer a review that add or update returned: what the new memory is to the old one. "
+        "same: a duplicate (folded into the old one); replaces: the new one supersedes the old; "
+        "contradicts: both stay, linked as disagreeing; distinct: two separate facts.",
+        {
+            "new": {**MEMORY_ID, "description": "The memory the write stored (the result's id)."},
+            "old": {**MEMORY_ID, "description": "The memory the review names (its id)."},
+            "as": {"type": "string", "enum": list(ANSWERS), "description": "The answer."},
+        },
+        ("new", "old", "as"),
     ),
     ToolSpec(
         "stats",

@@ -292,6 +292,10 @@ class ToolSurface:
         first, second = (self._memory(i, scope) for i in a["ids"])
         return self.store.contradict(first.id, second.id, a["reason"])
 
+    def _resolve(self, a: dict[str, Any], scope: Scope) -> dict[str, Any]:
+        new, old = self._memory(a["new"], scope), self._memory(a["old"], scope)
+        return self.store.resolve(new.id, old.id, a["as"], by="agent")
+
     # ---- session pairing ---------------------------------------------------------------------
 
     def _session_start(self, a: dict[str, Any], scope: Scope) -> dict[str, Any]:

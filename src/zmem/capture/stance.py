@@ -321,32 +321,39 @@ def _negations_with_spans(ra: Reading, rb: Reading) -> tuple[int, int]:
 
 def relation(a: str, b: str) -> str:
     """SAME, OPPOSITE or APART for two notes already found similar (the caller's measure)."""
+    return explain(a, b)[0]
+
+
+def explain(a: str, b: str) -> tuple[str, str]:
+    """relation(a, b) with the reading that decided it (a short name): the write-time
+    judge decides only where that reading has proven reliable, and asks elsewhere."""
     ra, rb = read(a), read(b)
     if ra.affirmed & rb.rejected - rb.affirmed or rb.affirmed & ra.rejected - ra.affirmed:
         # "Never skip X" (however many other negations it holds) against "skip X".
-        return OPPOSITE
+        return OPPOSITE, "rejects-what-other-affirms"
     na, nb = _negations_with_spans(ra, rb)
     verdicts = {v for pa in ra.preferences for pb in rb.preferences if (v := _orientation(pa, pb))}
     if OPPOSITE in verdicts:
-        return OPPOSITE
+        return OPPOSITE, "preference-swapped"
     if verdicts and na - ra.in_preferences == nb - rb.in_preferences:
         # One preference; any other negation agrees too. Unless the two say it of another
         # scope or number ("... a PR for main" / "... a PR for release").
-        return APART if _other_scope(ra, rb) else SAME
+        return (APART, "other-scope") if _other_scope(ra, rb) else (SAME, "same-preference")
     for prefs, other in ((ra.preferences, rb), (rb.preferences, ra)):
         if other.preferences:
             continue  # preferences over other alternatives: neither one decides by the other
         for x, y in prefs:
             if y & other.rejected and not x & other.rejected:
-                return APART if _other_scope(ra, rb) else SAME  # "use X instead of Y", "never Y"
+                # "use X instead of Y", "never Y"
+                return (APART, "other-scope") if _other_scope(ra, rb) else (SAME, "same-preference")
             if x & other.rejected and not y & other.rejected:
-                return OPPOSITE  # "use X instead of Y" and "never X"
+                return OPPOSITE, "rejects-the-preferred"  # "use X instead of Y" and "never X"
     if na != nb and min(na, nb) == 0 and ra.rejected and ra.rejected == rb.rejected:
         # Both turn down the same things, one of them only with words the count does not see
         # (a flag, a verb: `--no-tags` / "without tags", "remove all console.log" / "no
         # console.log"). Equal sets, and no counted negation on that side: "don't disable X"
         # and "disable X" both name X, and still disagree.
-        return SAME
+        return SAME, "same-rejection"
     ca, cb = _content_set(ra), _content_set(rb)
     only_a = [t for t in ca if t not in cb]
     only_b = [t for t in cb if t not in ca]
@@ -355,18 +362,18 @@ def relation(a: str, b: str) -> str:
         if any(frozenset((x, y)) in _ANTONYMS for x in only_a for y in only_b):
             # An antonym reverses; a negation more on one side reverses it back ("always
             # keep X" / "never remove X" say the same).
-            return OPPOSITE if (na - nb) % 2 == 0 else SAME
+            return (OPPOSITE, "antonym") if (na - nb) % 2 == 0 else (SAME, "antonym-negated")
         changed = only_a + only_b
         if na == nb and any(t not in _STANCE_WORDS for t in changed):
-            return APART  # the same sentence about another scope, number or unit
+            return APART, "one-word-swapped"  # the same sentence about another scope
         if any(t in _SCOPE_WORDS or any(c.isdigit() for c in t) for t in changed):
             # With a negation more on one side, only a known scope or a number says the two
             # are about different things ("never in production" / "in staging"); any other
             # swapped word may be a synonym ("bodies" / "payloads"), and the negation stands.
-            return APART
+            return APART, "other-scope"
     if na != nb:
         return _negation_more(ra, rb, na, nb, ca, cb)
-    return SAME
+    return SAME, "no-difference-read"
 
 
 def _other_scope(ra: Reading, rb: Reading) -> bool:
@@ -386,7 +393,9 @@ def opposed_for_merging(a: str, b: str) -> bool:
     return verdict == APART and read(a).negations != read(b).negations
 
 
-def _negation_more(ra: Reading, rb: Reading, na: int, nb: int, ca: list[str], cb: list[str]) -> str:
+def _negation_more(
+    ra: Reading, rb: Reading, na: int, nb: int, ca: list[str], cb: list[str]
+) -> tuple[str, str]:
     """One note has more negations than the other: OPPOSITE when the extra negation turns down
     what the other says; SAME when it states an absence the other brings about with a verb
     ("no console.log in committed code" / "remove all console.log"); APART when it governs
@@ -402,17 +411,17 @@ def _negation_more(ra: Reading, rb: Reading, na: int, nb: int, ca: list[str], cb
         # A quoted message's negation, one whose object we cannot read, or one on the
         # predicate itself ("is not allowed", "do not need to be signed"): what it turns down
         # is the whole of what the other says.
-        return OPPOSITE
+        return OPPOSITE, "negation-of-the-whole"
     if more.negated & less.negated:
         # Both negate the same words and one has a negation more: it may negate the other's
         # negation ("don't disable X" / "disable X"), which is the opposite.
-        return OPPOSITE
+        return OPPOSITE, "negation-more"
     touched = more.negated & set(said)
     if not touched:
         # Not an opposition, and not shown to be the same note either (an opposite worded
         # apart, "sessions never expire" / "sessions time out after an hour", reads this way
         # too): kept beside it, never folded into it.
-        return APART
+        return APART, "negation-elsewhere"
     if more.absence and touched <= less.removed:
-        return SAME
-    return OPPOSITE
+        return SAME, "absence-brought-about"
+    return OPPOSITE, "negation-turns-down"

@@ -1,19 +1,21 @@
-"""The write path inside one transaction: dedup against near-identical live rows (with the
-polarity and number guards), link generation to neighbours above the link threshold, trust
-events, and entity links. Candidates come from FTS by prefix filtering, never a scan."""
+"""The write path inside one transaction: each near neighbour judged (capture.judge: fold,
+contradiction, apart, or a question recorded for the agent), link generation to neighbours
+above the link threshold, trust events, and entity links. Candidates come from FTS by prefix
+filtering and the vector index's nearest rows, never a scan."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import apsw
 
-from zmem.capture import stance
+from zmem.capture import judge, stance
 from zmem.capture.entities import EntityMention, extract_entities
 from zmem.capture.policy import Prepared, merge_tags
-from zmem.db import graph, memories, vectors
+from zmem.db import graph, memories, reviews, vectors
 from zmem.models import (
     SYSTEM_TAGS,
     TRUST_CONTRADICTION_DELTA,
@@ -35,6 +37,8 @@ from zmem.tokens import (
 # the link threshold: a false merge loses a memory, a missed merge only costs a duplicate.
 DEDUP_THRESHOLD = 0.85
 LINKS_PER_WRITE = 8
+# Questions one write may return (issue 50: at most two, the closest first).
+REVIEWS_PER_WRITE = 2
 LINK_SCAN_BUDGET = 64
 MIN_MATCH = 2
 
@@ -57,6 +61,8 @@ class Neighbour:
     same_polarity: bool  # not opposite stances (capture.stance)
     same_anchors: bool  # the same numbers, units and flags: a change is another fact
     apart: bool = False  # the same sentence about another scope, number or unit
+    jaccard: float = 0.0  # similarity-token Jaccard, whichever lane found the row
+    cosine: float | None = None  # the model's cosine, when the vector lane found it
 
 
 @dataclass(frozen=True)
@@ -132,16 +138,20 @@ def find_neighbours(
     vector: Vector = None,
     semantic: Semantic | None = None,
     link_threshold: float = 0.75,
+    review_cosine: float | None = None,
 ) -> tuple[list[Neighbour], frozenset[str]]:
     """Live rows of the namespace with similarity >= threshold, best first. Similarity is token
     Jaccard, or, when the store embeds with a real model, the cosine of the two vectors put on
     the same scale (cosine >= semantic.dedup counts as a dedup-level match, >= semantic.link
-    as a link-level one), whichever says more. Also returns the text's saturated dedup terms
-    (Prefix.saturated), read in the caller's transaction."""
+    as a link-level one), whichever says more. With `review_cosine`, a row the vector lane
+    finds at least that close comes too, below every link level (similarity 0): the judge may
+    ask about it. Also returns the text's saturated dedup terms (Prefix.saturated), read in the
+    caller's transaction."""
     tokens = frozenset(norm.split())
     if not tokens:
         return _same_words(conn, content, namespace, exclude), frozenset()
     scored: dict[str, float] = {}
+    cosines: dict[str, float] = {}
     prefix = candidate_terms(conn, namespace, tokens, threshold)
     if prefix.terms:
         for other_id, other_norm in memories.similar_norms(
@@ -154,6 +164,9 @@ def find_neighbours(
         for other_id, cos in vectors.nearest_ids(
             conn, vector[0], namespace, LINKS_PER_WRITE, exclude
         ):
+            cosines[other_id] = cos
+            if review_cosine is not None and cos >= review_cosine:
+                scored.setdefault(other_id, 0.0)
             # A link-level match must stay below the dedup level whatever the operator set
             # ZMEM_LINK_THRESHOLD to: related is not the same.
             link_level = min(link_threshold, DEDUP_THRESHOLD - 1e-6)
@@ -171,18 +184,17 @@ def find_neighbours(
     found = []
     for cand in memories.candidates(conn, list(scored)):
         relation = stance.relation(cand.content, content)
+        theirs = frozenset(cand.content_norm.split())
         found.append(
             Neighbour(
                 cand,
                 scored[cand.id],
                 relation != stance.OPPOSITE,
-                (
-                    number_tokens(frozenset(cand.content_norm.split())),
-                    number_units(cand.content),
-                    flag_tokens(cand.content),
-                )
+                (number_tokens(theirs), number_units(cand.content), flag_tokens(cand.content))
                 == mine,
                 relation == stance.APART,
+                jaccard(tokens, theirs),
+                cosines.get(cand.id),
             )
         )
     found.sort(key=lambda n: (-n.similarity, n.candidate.id))
@@ -197,7 +209,7 @@ def _same_words(
     mine = words(content)
     ids = memories.phrase_ids(conn, mine, namespace, exclude)
     return [
-        Neighbour(cand, 1.0, True, True)
+        Neighbour(cand, 1.0, True, True, jaccard=1.0)
         for cand in memories.candidates(conn, ids)
         if words(cand.content) == mine
     ]
@@ -255,15 +267,29 @@ def contradict(conn: apsw.Connection, a: str, b: str, at: str, score: float | No
 
 
 def _refresh_twin(conn: apsw.Connection, twin: memories.Candidate, row: Prepared, at: str) -> None:
-    better = row.confidence > twin.confidence
-    merged = merge_tags(twin.tags, row.tags)
+    corroborate(conn, twin, row.tags, row.taint, row.confidence, row.signal, at)
+
+
+def corroborate(
+    conn: apsw.Connection,
+    twin: memories.Candidate,
+    tags: Sequence[str],
+    taint: str,
+    confidence: float,
+    signal: str,
+    at: str,
+) -> None:
+    """The dedup refresh: the twin takes the other's tags and worse taint, the higher of the
+    two confidences (with its signal), and the corroboration's trust."""
+    better = confidence > twin.confidence
+    merged = merge_tags(twin.tags, tags)
     memories.refresh(
         conn,
         twin.id,
         tags=merged,
-        taint=worst_taint(twin.taint, row.taint),
-        confidence=row.confidence if better else twin.confidence,
-        signal=row.signal if better else twin.signal,
+        taint=worst_taint(twin.taint, taint),
+        confidence=confidence if better else twin.confidence,
+        signal=signal if better else twin.signal,
         trust_score=clamp_trust(twin.trust_score + TRUST_CORROBORATION_DELTA),
         at=at,
     )
@@ -286,36 +312,76 @@ def _absorb_tags(
     link_entities(conn, neighbour.id, neighbour.content, merged, at)
 
 
+def judge_neighbours(
+    content: str, neighbours: Sequence[Neighbour]
+) -> list[tuple[Neighbour, judge.Verdict]]:
+    """The judge's verdict on each neighbour of `content` (capture.judge)."""
+    return [
+        (n, judge.judge(judge.evidence(n.candidate.content, content, n.jaccard, n.cosine)))
+        for n in neighbours
+    ]
+
+
 def link_neighbours(
     conn: apsw.Connection,
     memory_id: str,
     tags: Sequence[str],
-    neighbours: Sequence[Neighbour],
+    judged: Sequence[tuple[Neighbour, judge.Verdict]],
     at: str,
     link_threshold: float,
 ) -> tuple[list[str], list[str]]:
-    """The write-time linker: related edges (both directions) to the best neighbours, a
-    contradicts pair where polarity disagrees; a related neighbour absorbs the row's tags.
+    """The write-time linker: a contradicts pair where the judge decided one, related edges
+    (both directions) to the best other neighbours at the link level; a related neighbour
+    absorbs the row's tags. A pair the judge asks about that may contradict gets no edge until
+    it is answered.
     Returns (related ids, contested ids). Also organize's link backfill for older rows."""
     related: list[str] = []
     contested: list[str] = []
-    for n in neighbours:
+    for n, verdict in judged:
         if len(related) + len(contested) >= LINKS_PER_WRITE:
             break
-        # Dedup-window pairs always get an edge (that is where the polarity guard fires), even
-        # when the operator set the link threshold above the dedup threshold.
-        if n.similarity < link_threshold and n.similarity < DEDUP_THRESHOLD:
-            continue
-        score = round(n.similarity, 4)
-        if not n.same_polarity and not n.apart:
+        score = round(n.similarity if n.similarity else (n.cosine or n.jaccard), 4)
+        if verdict.decision == judge.CONTRADICT:
             contradict(conn, memory_id, n.candidate.id, at, score)
             contested.append(n.candidate.id)
+            continue
+        if verdict.decision == judge.ASK and verdict.likely == "contradicts":
+            continue  # neither related nor contradicting until someone answers
+        # Dedup-window pairs always get an edge, even when the operator set the link
+        # threshold above the dedup threshold.
+        if n.similarity < link_threshold and n.similarity < DEDUP_THRESHOLD:
             continue
         graph.insert_link(conn, memory_id, n.candidate.id, "related", score, at)
         graph.insert_link(conn, n.candidate.id, memory_id, "related", score, at)
         _absorb_tags(conn, n.candidate, tags, at)
         related.append(n.candidate.id)
     return related, contested
+
+
+def ask_about(
+    conn: apsw.Connection,
+    memory_id: str,
+    namespace: str,
+    content: str,
+    judged: Sequence[tuple[Neighbour, judge.Verdict]],
+    at: str,
+    origin: str,
+) -> tuple[dict[str, Any], ...]:
+    """Record the judge's questions about `memory_id` (at most REVIEWS_PER_WRITE, the closest
+    first), skipping pairs already asked or answered; returns them as the write reports
+    them."""
+    asked = [(n, v) for n, v in judged if v.decision == judge.ASK]
+    if not asked:
+        return ()
+    known = reviews.answered_pairs(conn, memory_id, [n.candidate.id for n, _ in asked])
+    asked = [(n, v) for n, v in asked if n.candidate.id not in known]
+    asked.sort(key=lambda nv: (-(nv[0].cosine or nv[0].jaccard), nv[0].candidate.id))
+    out = []
+    for n, verdict in asked[:REVIEWS_PER_WRITE]:
+        e = judge.evidence(n.candidate.content, content, n.jaccard, n.cosine).to_dict()
+        reviews.ask(conn, memory_id, n.candidate.id, namespace, verdict.likely, e, origin, at)
+        out.append(judge.question(memory_id, n.candidate.id, n.candidate.content, verdict, e))
+    return tuple(out)
 
 
 def new_memory(
@@ -351,21 +417,22 @@ def write(
     update_of: str | None = None,
     exclude: Sequence[str] = (),
     semantic: Semantic | None = None,
+    origin: str = "write",
 ) -> WriteResult:
-    """Store `row` (or fold it into a near-identical twin). Must run inside a transaction."""
+    """Store `row` (or fold it into a twin the judge is sure of); what the judge cannot decide
+    is stored as written and asked about (the result's reviews). `origin` says who will see
+    the questions: "write" (the caller returns them) or "queue" (no one is there to ask).
+    Must run inside a transaction."""
     threshold = min(link_threshold, DEDUP_THRESHOLD)
     norm = similarity_norm(row.content)
     neighbours, saturated = find_neighbours(
         conn, row.content, norm, row.namespace, threshold, exclude, vector, semantic,
-        link_threshold,
+        link_threshold, judge.ASK_COSINE,
     )  # fmt: skip
-    twins = [
-        n
-        for n in neighbours
-        if n.similarity >= DEDUP_THRESHOLD and n.same_anchors and n.same_polarity and not n.apart
-    ]
+    judged = judge_neighbours(row.content, neighbours)
+    twins = [n for n, v in judged if v.decision == judge.FOLD]
     if twins:
-        twin = twins[0].candidate
+        twin = max(twins, key=lambda n: (n.jaccard, n.similarity)).candidate
         _refresh_twin(conn, twin, row, at)
         if update_of is not None:
             graph.insert_link(conn, twin.id, update_of, "updates", None, at)
@@ -376,8 +443,10 @@ def write(
     if update_of is not None:
         graph.insert_link(conn, new_id, update_of, "updates", None, at)
 
-    related, contested = link_neighbours(conn, new_id, row.tags, neighbours, at, link_threshold)
+    related, contested = link_neighbours(conn, new_id, row.tags, judged, at, link_threshold)
     link_entities(conn, new_id, row.content, row.tags, at)
+    asked = ask_about(conn, new_id, row.namespace, row.content, judged, at, origin)
     return WriteResult(
-        new_id, "stored", True, row.warnings, tuple(related), tuple(contested), replaced=update_of
-    )
+        new_id, "stored", True, row.warnings, tuple(related), tuple(contested),
+        replaced=update_of, reviews=asked,
+    )  # fmt: skip

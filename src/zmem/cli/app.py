@@ -288,7 +288,8 @@ ZMemGroup.lazy.update({
     "invalidate": "writes", "links": "reads", "list": "reads", "mcp": "mcp", "model": "model",
     "organize": "maintenance", "promote": "learning", "queue-clear": "hooks",
     "queue-list": "hooks", "recall": "recall", "recent": "recall", "reembed": "maintenance",
-    "rekey-namespace": "maintenance", "restore": "maintenance", "search": "recall",
+    "rekey-namespace": "maintenance", "resolve": "reviews", "restore": "maintenance",
+    "review": "reviews", "search": "recall",
     "setup": "setup", "stats": "reads", "supersede": "writes", "sweep": "maintenance",
     "sync": "hub", "tune-weights": "evaluate", "ui": "ui", "update": "writes", "where": "reads",
 })  # fmt: skip

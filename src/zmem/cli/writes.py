@@ -38,6 +38,11 @@ def _report(result: WriteResult, as_json: bool, include_created_new: bool) -> No
         if result.contradicts:
             extras.append(f"contradicts {', '.join(result.contradicts)}")
         output.emit(line + (f"; {'; '.join(extras)}" if extras else ""))
+        if result.reviews:
+            from zmem.cli.reviews import review_lines
+
+            for text in review_lines(result.id, list(result.reviews)):
+                output.emit(text)
     else:
         note = f" (replaces {result.replaced})" if result.replaced else ""
         output.emit(f"deduped {result.id}: refreshed the existing near-identical memory{note}")

@@ -20,12 +20,14 @@ from zmem.config import Settings
 from zmem.hosts import opsring, sidecars, transcript
 from zmem.hosts.events import HookEvent, Outcome
 from zmem.retrieval.render import render_block, row_line, selective_gate
+from zmem.retrieval.render import review_block as render_review_block
 from zmem.retrieval.request import RecallRequest
 from zmem.store import MemoryStore
 
 CORE_MAX_BYTES = 2048
 AGENTS_MAX_CHARS = 4000
 RECENT_LIMIT = 5
+REVIEWS_AT_START = 2  # pending questions a session start offers (each once)
 PROMPT_LIMIT = 5
 PRETOOL_LIMIT = 3
 SILENT_PROMPT = "no durable memories retrieved for this prompt."
@@ -173,6 +175,12 @@ class Hooks:
             d.fields["seen"] = held
         self._remember(event, d)
         parts.append(d.block)
+        # A few of the write-time judge's pending questions about this checkout, once each
+        # (issue 50): the agent reading them may know the answer.
+        offered = self.store.offer_reviews([ns], REVIEWS_AT_START)
+        if offered:
+            parts.append(render_review_block(offered))
+            d.fields["reviews"] = len(offered)
         # A backup when one is due, the sentinel sweep once a day: detached, after the answer
         # is built, and only when something is owed (two stat calls otherwise). Imported here:
         # the prompt hook, which shares this module, never pays for the maintenance modules.

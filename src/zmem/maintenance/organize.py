@@ -17,7 +17,7 @@ from typing import Any
 import apsw
 
 from zmem import config
-from zmem.capture import policy, writer
+from zmem.capture import judge, policy, writer
 from zmem.config import Settings
 from zmem.db import consolidation as db
 from zmem.db import graph, memories
@@ -299,9 +299,12 @@ class _Run:
             vector = (r.embedding, m.embedding_model) if r.embedding and semantic else None
             neighbours, _ = writer.find_neighbours(
                 conn, m.content, r.norm, m.namespace, threshold, (m.id,), vector, semantic,
-                self.settings.link_threshold,
+                self.settings.link_threshold, judge.ASK_COSINE,
             )  # fmt: skip
-            writer.link_neighbours(conn, m.id, m.tags, neighbours, at, self.settings.link_threshold)
+            judged = writer.judge_neighbours(m.content, neighbours)
+            writer.link_neighbours(conn, m.id, m.tags, judged, at, self.settings.link_threshold)
+            # No agent is here to answer: what the judge cannot decide waits in the queue.
+            writer.ask_about(conn, m.id, m.namespace, m.content, judged, at, "queue")
 
     def compress_grown(self, report: Report) -> list[str]:
         """Step 7: keepers consolidation grew past the cap, compressed as append-only updates.

@@ -16,6 +16,7 @@ import apsw
 from zmem.config import Settings
 from zmem.db import origin
 from zmem.db import recall as db
+from zmem.db import reviews as review_db
 from zmem.db.memories import namespace_aliases
 from zmem.db.recall import Scope
 from zmem.models import GLOBAL_NAMESPACE, Hit
@@ -340,6 +341,8 @@ def run(
     if unfold:
         hits += lineage.unfold(ctx, hits, report.tiers)
 
+    if req.passive and req.as_of is None:
+        hits = _under_review(conn, hits)
     report.hits = _with_cards(conn, hits)
     report.warnings = ctx.warnings
     _finish(report, settings, req, tracer)
@@ -351,6 +354,29 @@ def run(
                 )
         report.trace = tracer.entries
     return report
+
+
+def _under_review(conn: apsw.Connection, hits: list[Hit]) -> list[Hit]:
+    """Two rows the write-time judge asked about and nobody has answered yet (issue 50): when
+    they may be the same, only the better-ranked one takes the injection budget; when they
+    may contradict, both carry a tag that says so, as a contested link does."""
+    pending = review_db.pending_between(conn, [h.id for h in hits])
+    if not pending:
+        return hits
+    rank = {h.id: i for i, h in enumerate(hits)}
+    drop: set[str] = set()
+    disputed: dict[str, str] = {}
+    for new, old, likely in pending:
+        if likely == "same":
+            drop.add(max((new, old), key=rank.__getitem__))
+        elif likely == "contradicts":
+            disputed.setdefault(new, old)
+            disputed.setdefault(old, new)
+    return [
+        replace(h, under_review=disputed[h.id]) if h.id in disputed else h
+        for h in hits
+        if h.id not in drop
+    ]
 
 
 def _finish(
@@ -415,6 +441,8 @@ def run_recent(conn: apsw.Connection, settings: Settings, req: RecallRequest) ->
             if len(rows) < page or offset >= RECENT_MAX_SCAN:
                 break  # the end of the tier, or a bound on a store that is mostly blocked
         hits += taken
+    if req.passive and req.as_of is None:
+        hits = _under_review(conn, hits)
     report.hits = _with_cards(conn, hits)
     report.warnings = ctx.warnings
     return _finish(report, settings, req)

@@ -49,6 +49,7 @@ from zmem.store.handoff import Handoff
 from zmem.store.learning import Learning
 from zmem.store.overview import Overview
 from zmem.store.reads import Reader
+from zmem.store.reviews import Reviews
 from zmem.store.team import Team
 from zmem.store.vectors import StoreVectors
 from zmem.store.warm import Warm
@@ -63,7 +64,7 @@ def _require_reason(reason: str | None, what: str) -> str:
     return reason.strip()
 
 
-class MemoryStore(BulkJobs, Episodes, Handoff, Learning, Overview, Team, Warm):
+class MemoryStore(BulkJobs, Episodes, Handoff, Learning, Overview, Reviews, Team, Warm):
     """A connection to one store file, migrated to the current schema on open."""
 
     def __init__(self, conn: apsw.Connection, settings: Settings, schema_version: int):

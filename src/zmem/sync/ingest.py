@@ -15,7 +15,7 @@ from typing import Any
 
 import apsw
 
-from zmem.capture import policy, writer
+from zmem.capture import judge, policy, writer
 from zmem.capture.source import normalize_source_ref
 from zmem.capture.writer import DEDUP_THRESHOLD
 from zmem.db import graph, memories, vectors
@@ -97,6 +97,7 @@ class _Ingest:
         self.allow_tombstones = allow_tombstones
         self.now = now
         self.inserted: set[str] = set()
+        self.asks: dict[str, list[Any]] = {}  # row id -> the judge's questions about it
         self.alias: dict[str, str] = {}  # a folded remote id -> the local row it folded into
         self.check_dups = vectors.live_count(conn) > 0
         self.semantic = store_vectors.semantic()
@@ -192,6 +193,12 @@ class _Ingest:
             self.inserted.add(f["id"])
         sync_db.restore_many(self.conn, new, self.now)
         writer.link_entities_many(self.conn, mentions, self.now)
+        for f, _, _ in new:
+            asks = self.asks.pop(f["id"], None)
+            if asks:
+                writer.ask_about(
+                    self.conn, f["id"], f["namespace"], f["content"], asks, self.now, "queue"
+                )
         self.report.inserted += len(new)
         for later, keeper in retire:
             if memories.tombstone(self.conn, later, self.now, f"duplicate of {keeper}"):
@@ -220,14 +227,19 @@ class _Ingest:
         from kept them apart."""
         neighbours, _ = writer.find_neighbours(
             self.conn, f["content"], norm, f["namespace"], DEDUP_THRESHOLD, (), vec,
-            self.semantic,
+            self.semantic, DEDUP_THRESHOLD, judge.ASK_COSINE,
         )  # fmt: skip
-        for n in neighbours:
-            if n.similarity < DEDUP_THRESHOLD or n.candidate.id in self.inserted:
-                continue
-            if n.same_polarity and n.same_anchors and not n.apart:
-                return n.candidate
-            # Contradictions never merge, on any surface: the remote row lands as its own.
+        judged = writer.judge_neighbours(
+            f["content"], [n for n in neighbours if n.candidate.id not in self.inserted]
+        )
+        twins = [n for n, v in judged if v.decision == judge.FOLD]
+        if twins:
+            return max(twins, key=lambda n: (n.jaccard, n.similarity)).candidate
+        # Contradictions never merge, on any surface: the remote row lands as its own. What
+        # the judge cannot decide is queued once the row is in (no agent is here to ask).
+        asks = [(n, v) for n, v in judged if v.decision == judge.ASK]
+        if asks:
+            self.asks[f["id"]] = asks
         return None
 
     def _fold(self, twin: Any, f: dict[str, Any]) -> None:

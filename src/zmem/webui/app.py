@@ -31,6 +31,7 @@ NAV = (
     ("/search", "Search"),
     ("/entities", "Entities"),
     ("/queue", "Queue"),
+    ("/reviews", "Reviews"),
     ("/health", "Health"),
 )
 # What a fix reports after its redirect: fixed keys, so a crafted link shows no text of its own.

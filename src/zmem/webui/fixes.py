@@ -112,3 +112,15 @@ async def queue_fix(ui: Inspector, request: Request) -> Response:
             raise NotFound(f"no queued item {item_id} in {namespace}")
         return ui.redirect("/queue", "dropped")
     raise NotFound(f"no such action: {action}")
+
+
+async def review_fix(ui: Inspector, request: Request) -> Response:
+    """Answer one of the write-time judge's questions (`zmem resolve`)."""
+    fields = await ui.form(request)
+    if isinstance(fields, Response):
+        return fields
+    new_id = _required(fields, "new", "the new memory's id")
+    old_id = _required(fields, "old", "the old memory's id")
+    answer = _required(fields, "as", "the answer")
+    await ui.call(ui.store.resolve, new_id, old_id, answer, "inspector")
+    return ui.redirect("/reviews", "resolved")

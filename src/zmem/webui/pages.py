@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from zmem import config
+from zmem.capture.judge import ANSWERS
 from zmem.errors import UsageError
 from zmem.hosts import sidecars
 from zmem.models import GLOBAL_NAMESPACE, LINK_RELATIONS, MEMORY_TYPES, TAINTS, Memory
@@ -209,6 +210,11 @@ async def entity_page(ui: Inspector, request: Request, q: str, plan: Any) -> Res
 async def queue(ui: Inspector, request: Request) -> Response:
     queues = await ui.call(sidecars.all_queues, ui.settings.data_dir)
     return ui.render(request, "queue.html", queues=queues, types=MEMORY_TYPES)
+
+
+async def reviews(ui: Inspector, request: Request) -> Response:
+    pending = await ui.call(ui.store.reviews, None, 200)
+    return ui.render(request, "reviews.html", reviews=pending, answers=ANSWERS)
 
 
 def _dry_run(ui: Inspector, job: str) -> dict[str, Any]:

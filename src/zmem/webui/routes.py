@@ -59,10 +59,12 @@ def build(
         Route("/memory/{memory_id}", bound(pages.memory)),
         Route("/entities", bound(pages.entities)),
         Route("/queue", bound(pages.queue)),
+        Route("/reviews", bound(pages.reviews)),
         Route("/health", bound(pages.health)),
         Route("/memory/{memory_id}/{action}", bound(fixes.memory_fix), methods=["POST"]),
         Route("/entities/merge", bound(fixes.entity_merge), methods=["POST"]),
         Route("/queue/{action}", bound(fixes.queue_fix), methods=["POST"]),
+        Route("/reviews/resolve", bound(fixes.review_fix), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     return Guard(Starlette(routes=routes, lifespan=lifespan), keys, loopback_only)
