@@ -116,6 +116,10 @@ class Reviews:
         marked offered: a session start shows each one once."""
         if limit <= 0:
             return []
+        # Most session starts find nothing to offer: they read, and take no write lock.
+        with read_snapshot(self._conn):
+            if not db.pending(self._conn, namespaces, 1, unoffered=True):
+                return []
         with transaction(self._conn):
             found = db.pending(self._conn, namespaces, limit * 4, unoffered=True)
             rows = {m.id: m for m in memories.get_many(self._conn, [
