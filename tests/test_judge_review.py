@@ -320,3 +320,100 @@ def test_passive_reads_show_an_undecided_pair_for_what_it_is(store):
 def test_the_store_is_at_schema_14_with_the_review_table(store):
     assert SCHEMA_VERSION == 14 and store.schema_version == 14
     assert os.environ["ZMEM_EMBED_PROFILE"] == "fake"
+
+
+# ---- found in review: the edges ----
+
+
+def test_a_pair_asked_one_way_and_answered_the_other_way_keeps_its_direction(store):
+    old = _add(store, BASE)
+    new = _add(store, SAME_ISH)
+    assert new.reviews
+    done = store.resolve(old.id, new.id, "replaces")  # the older note is the newer truth
+    assert done["result"] == "replaced" and not _live(store, new.id) and _live(store, old.id)
+    assert store.resolve(old.id, new.id, "replaces")["result"] == "unchanged"
+    with pytest.raises(Exception, match="already resolved"):
+        store.resolve(new.id, old.id, "replaces")  # the other direction is another answer
+    assert store.reviews() == []
+
+
+def test_a_session_start_never_waits_out_a_writer_to_offer_reviews(store_path, run_cli, tmp_path):
+    import time
+
+    import apsw
+
+    repo = tmp_path / "widget"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text('[remote "origin"]\n\turl = git@github.com:acme/w.git\n')
+    ns = "project:github.com/acme/w"
+    with MemoryStore.open(store_path) as s:
+        _add(s, BASE, ns)
+        assert _add(s, SAME_ISH, ns).reviews
+    writer = apsw.Connection(str(store_path))
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        payload = {"hook_event_name": "SessionStart", "session_id": "s1", "cwd": str(repo),
+                   "source": "startup", "transcript_path": ""}  # fmt: skip
+        t0 = time.monotonic()
+        done = run_cli("hook", "SessionStart", "--host", "claude", input=json.dumps(payload))
+        elapsed = time.monotonic() - t0
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert elapsed < 5 and BASE[:40] in context and "NEW " not in context
+    with MemoryStore.open(store_path) as s:  # not offered: the next session start offers it
+        assert s.offer_reviews([ns], 2)
+
+
+def test_withheld_rows_never_hold_the_line_at_a_session_start(store):
+    for i in range(9):
+        text = f"Deploy service{i} with the blue green script before the nightly freeze window"
+        _add(store, text, "project:w")
+        store.add(text + " to main daily", namespace="project:w", type="lesson", signal="test",
+                  taint="untrusted_web")  # fmt: skip
+    old = _add(store, BASE, "project:w")
+    new = _add(store, SAME_ISH, "project:w")
+    assert len(store.reviews()) == 10
+    offered = store.offer_reviews(["project:w"], 2)
+    assert [(r["new"], r["old"]) for r in offered] == [(new.id, old.id)]
+
+
+def test_a_review_does_not_hand_an_agent_text_from_the_web(store):
+    old = store.add(BASE, namespace=NS, type="lesson", signal="test", taint="untrusted_web")
+    new = _add(store, SAME_ISH)
+    [review] = new.reviews
+    assert review["id"] == old.id and BASE not in review["text"] and "zmem get" in review["text"]
+
+
+def test_a_rekeyed_namespace_takes_its_questions_along(store):
+    _add(store, BASE)
+    assert _add(store, SAME_ISH).reviews
+    store.rekey_namespace(source=NS, to="project:new", apply=True)
+    assert len(store.reviews(["project:new"])) == 1 and store.reviews([NS]) == []
+
+
+def test_a_chain_of_maybe_twins_hides_only_the_twin_of_a_shown_row(store):
+    from zmem.retrieval.request import RecallRequest
+
+    a = _add(store, BASE)
+    b = _add(store, SAME_ISH)
+    c = _add(store, SAME_ISH + " for every service")
+    pairs = {(r["new"], r["old"]) for r in store.reviews()}
+    assert (b.id, a.id) in pairs
+    passive = store.read(RecallRequest.prefetch("integration tests fresh database container",
+                                                namespace=NS, limit=10))  # fmt: skip
+    ids = [h.id for h in passive.hits]
+    # a is shown, so its maybe-twins are not; a row asked about b alone stays (b is hidden).
+    assert a.id in ids and b.id not in ids
+    assert (c.id in ids) == ((c.id, a.id) not in pairs)
+
+
+def test_a_long_note_is_judged_without_the_quadratic_alignment():
+    import time
+
+    long_a = " ".join(f"word{i}" for i in range(9000))
+    long_b = long_a.replace("word4500", "changed4500")
+    t0 = time.monotonic()
+    assert judge.swapped(long_a, long_b) == ()
+    assert time.monotonic() - t0 < 0.5

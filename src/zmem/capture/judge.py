@@ -36,6 +36,9 @@ CONTRADICT_JACCARD = 0.5
 ASK_COSINE = 0.55
 ASK_JACCARD = 0.5  # a store without a real model (the fake profile) has only the words
 
+# Notes longer than this are never read as one sentence with a span swapped (the alignment
+# costs the product of the two lengths, inside the write lock).
+SWAP_MAX_WORDS = 60
 # Words a swap of scope is never made of (a negation swapped is the stance's business).
 _FILLER = STOP_WORDS | NEGATIONS
 
@@ -84,6 +87,8 @@ def swapped(old: str, new: str) -> tuple[tuple[str, str], ...]:
     in the same order ("The api service uses Redis" / "The web service uses Redis"): the same
     sentence said of something else. Empty when the two are worded apart."""
     a, b = words(old), words(new)
+    if max(len(a), len(b)) > SWAP_MAX_WORDS:
+        return ()  # a long note is not "the same sentence"; and the alignment is quadratic
     match = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     ops = match.get_opcodes()
     kept = sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == "equal")
@@ -139,13 +144,14 @@ def judge(e: Evidence) -> Verdict:
 
 
 def question(
-    new_id: str, old_id: str, old_text: str, verdict: Verdict, evidence: dict[str, Any]
+    new_id: str, old_id: str, old_text: str | None, verdict: Verdict, evidence: dict[str, Any]
 ) -> dict[str, Any]:
     """One review as a write reports it: the other row, the evidence, the question, and the
-    command that answers it."""
+    command that answers it. The other row's text is None when it must not reach an agent's
+    context unasked (an injection risk, the web): the write says so instead."""
     return {
         "id": old_id,
-        "text": old_text,
+        "text": old_text if old_text is not None else "[withheld: `zmem get` shows it]",
         "question": "Is the new memory the same as this one, does it replace it, does it "
         "contradict it, or is it a distinct fact?",
         "likely": verdict.likely,

@@ -14,9 +14,11 @@ import apsw
 
 from zmem.capture import judge, stance
 from zmem.capture.entities import EntityMention, extract_entities
+from zmem.capture.injection import is_injection_risk
 from zmem.capture.policy import Prepared, merge_tags
 from zmem.db import graph, memories, reviews, vectors
 from zmem.models import (
+    INJECTION_TAG,
     SYSTEM_TAGS,
     TRUST_CONTRADICTION_DELTA,
     TRUST_CORROBORATION_DELTA,
@@ -380,7 +382,12 @@ def ask_about(
     for n, verdict in asked[:REVIEWS_PER_WRITE]:
         e = judge.evidence(n.candidate.content, content, n.jaccard, n.cosine).to_dict()
         reviews.ask(conn, memory_id, n.candidate.id, namespace, verdict.likely, e, origin, at)
-        out.append(judge.question(memory_id, n.candidate.id, n.candidate.content, verdict, e))
+        c = n.candidate
+        # The passive surfaces' rule: a row that may carry an injected instruction, or came
+        # from the web, is not put in front of the agent by a write it did not ask for.
+        risky = INJECTION_TAG in c.tags or is_injection_risk(c.content)
+        text = None if c.taint == "untrusted_web" or risky else c.content
+        out.append(judge.question(memory_id, c.id, text, verdict, e))
     return tuple(out)
 
 

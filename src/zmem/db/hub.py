@@ -180,7 +180,7 @@ def _migrations() -> list[tuple[int, str, str]]:
 
 
 # The newest migration's number (hub_migrations/); tests/test_hub.py holds the two together.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def version(conn: psycopg.Connection) -> int | None:

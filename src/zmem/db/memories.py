@@ -429,6 +429,14 @@ def rekey_batch(conn: apsw.Connection, old: str, new: str, limit: int) -> int:
         if blob is not None:
             vectors.move(conn, rid, new, blob)
         add_terms(conn, rid, new, norm or "")
+    if rows:
+        # The write-time judge's questions about moved rows follow them (a pair is always of
+        # one namespace, so the new row's place is the pair's).
+        conn.execute(
+            "UPDATE review SET namespace = ? WHERE namespace = ? "
+            "AND new_id IN (SELECT id FROM memory WHERE namespace = ?)",
+            (new, old, new),
+        )
     return len(rows)
 
 

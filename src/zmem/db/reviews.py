@@ -94,6 +94,10 @@ def answer(
     )
 
 
+def forget(conn: apsw.Connection, new_id: str, old_id: str) -> None:
+    conn.execute("DELETE FROM review WHERE new_id = ? AND old_id = ?", (new_id, old_id))
+
+
 def pending(
     conn: apsw.Connection,
     namespaces: Sequence[str] | None = None,

@@ -342,7 +342,7 @@ def run(
         hits += lineage.unfold(ctx, hits, report.tiers)
 
     if req.passive and req.as_of is None:
-        hits = _under_review(conn, hits)
+        hits = _under_review(conn, hits, settings.inject_floor_gate_none)
     report.hits = _with_cards(conn, hits)
     report.warnings = ctx.warnings
     _finish(report, settings, req, tracer)
@@ -356,27 +356,32 @@ def run(
     return report
 
 
-def _under_review(conn: apsw.Connection, hits: list[Hit]) -> list[Hit]:
+def _under_review(conn: apsw.Connection, hits: list[Hit], gate_none_floor: float) -> list[Hit]:
     """Two rows the write-time judge asked about and nobody has answered yet (issue 50): when
-    they may be the same, only the better-ranked one takes the injection budget; when they
-    may contradict, both carry a tag that says so, as a contested link does."""
+    they may be the same, only one takes the injection budget, the best-ranked that the hooks'
+    gate will let through (a row only ever gives way to one that is shown); when they may
+    contradict, both carry a tag that says so, as a contested link does."""
     pending = review_db.pending_between(conn, [h.id for h in hits])
     if not pending:
         return hits
-    rank = {h.id: i for i, h in enumerate(hits)}
-    drop: set[str] = set()
+    same: dict[str, set[str]] = {}
     disputed: dict[str, str] = {}
     for new, old, likely in pending:
         if likely == "same":
-            drop.add(max((new, old), key=rank.__getitem__))
+            same.setdefault(new, set()).add(old)
+            same.setdefault(old, set()).add(new)
         elif likely == "contradicts":
             disputed.setdefault(new, old)
             disputed.setdefault(old, new)
-    return [
-        replace(h, under_review=disputed[h.id]) if h.id in disputed else h
-        for h in hits
-        if h.id not in drop
-    ]
+    shown: set[str] = set()
+    out = []
+    for h in hits:  # best first
+        if same.get(h.id, set()) & shown:
+            continue  # its maybe-twin is already shown
+        if h.memory.signal != "none" or h.effective_confidence >= gate_none_floor:
+            shown.add(h.id)  # what selective_gate keeps
+        out.append(replace(h, under_review=disputed[h.id]) if h.id in disputed else h)
+    return out
 
 
 def _finish(
@@ -442,7 +447,7 @@ def run_recent(conn: apsw.Connection, settings: Settings, req: RecallRequest) ->
                 break  # the end of the tier, or a bound on a store that is mostly blocked
         hits += taken
     if req.passive and req.as_of is None:
-        hits = _under_review(conn, hits)
+        hits = _under_review(conn, hits, settings.inject_floor_gate_none)
     report.hits = _with_cards(conn, hits)
     report.warnings = ctx.warnings
     return _finish(report, settings, req)

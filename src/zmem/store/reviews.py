@@ -11,12 +11,17 @@ import apsw
 
 from zmem import config
 from zmem.capture import judge, writer
-from zmem.db import graph, memories
+from zmem.db import graph, memories, origin
 from zmem.db import reviews as db
-from zmem.db.connect import read_snapshot, transaction
+from zmem.db.connect import read_snapshot, transaction, wait_when_busy
 from zmem.errors import Refusal, UsageError
 from zmem.models import Memory
-from zmem.retrieval.scoring import row_injection_risk
+from zmem.retrieval.scoring import passive_block
+
+# A session start waits this long for the write lock to mark what it offers (as a passive
+# surface does), and looks at this many pending questions to find the few it may show.
+PASSIVE_BUSY_TIMEOUT_MS = 50
+OFFER_SCAN = 50
 
 # What each answer does to the two rows (the `result` of a resolve).
 RESULTS = {
@@ -69,7 +74,10 @@ class Reviews:
                 )
             before = db.get(self._conn, new_id, old_id) or db.get(self._conn, old_id, new_id)
             if before is not None and before.answer is not None:
-                if before.answer == answer:
+                # same and replaces have a direction; contradicts and distinct do not.
+                if before.answer == answer and (
+                    before.new_id == new_id or answer in ("contradicts", "distinct")
+                ):
                     return self._resolved(new, old, answer, "unchanged", before.answered_at)
                 raise Refusal(
                     f"{new_id} and {old_id} were already resolved as {before.answer} at "
@@ -79,8 +87,11 @@ class Reviews:
                 if not m.live:
                     raise Refusal(f"cannot resolve: {m.id} was superseded at {m.superseded_at}")
             self._apply(new, old, answer, at)
-            key = (before.new_id, before.old_id) if before is not None else (new_id, old_id)
-            db.answer(self._conn, *key, new.namespace, answer, by, at)
+            if before is not None and before.new_id != new_id:
+                # Asked the other way round: the answer is recorded in the caller's order, the
+                # one it was applied in, so a later resolve reads it as it was meant.
+                db.forget(self._conn, before.new_id, before.old_id)
+            db.answer(self._conn, new_id, old_id, new.namespace, answer, by, at)
         return self._resolved(new, old, answer, RESULTS[answer], at)
 
     def _apply(self, new: Memory, old: Memory, answer: str, at: str) -> None:
@@ -113,25 +124,49 @@ class Reviews:
 
     def offer_reviews(self, namespaces: Sequence[str], limit: int) -> list[dict[str, Any]]:
         """At most `limit` pending questions of these namespaces that were never offered, now
-        marked offered: a session start shows each one once."""
+        marked offered: a session start shows each one once. A session start never waits out
+        a long writer for this (nothing offered then, the questions wait for the next one);
+        the rows the passive surfaces withhold (an injection risk, the web, a distrusted team
+        member) are never offered, and are marked so they never hold the line."""
         if limit <= 0:
             return []
         # Most session starts find nothing to offer: they read, and take no write lock.
         with read_snapshot(self._conn):
             if not db.pending(self._conn, namespaces, 1, unoffered=True):
                 return []
-        with transaction(self._conn):
-            found = db.pending(self._conn, namespaces, limit * 4, unoffered=True)
-            rows = {m.id: m for m in memories.get_many(self._conn, [
-                i for r in found for i in (r.new_id, r.old_id)])}  # fmt: skip
-            # The passive surfaces' rule: a row that may carry an injected instruction, or
-            # came from the web, never reaches a context unasked (it waits for `zmem review`).
-            safe = [r for r in found if all(
-                (m := rows.get(i)) is not None and m.taint != "untrusted_web"
-                and not row_injection_risk(m) for i in (r.new_id, r.old_id)
-            )][:limit]  # fmt: skip
-            db.mark_offered(self._conn, [(r.new_id, r.old_id) for r in safe], config.now_iso())
-            return [review_doc(r, rows.get(r.new_id), rows.get(r.old_id)) for r in safe]
+        wait_when_busy(self._conn, PASSIVE_BUSY_TIMEOUT_MS)
+        try:
+            with transaction(self._conn):
+                return self._offer(namespaces, limit)
+        except apsw.BusyError:
+            return []
+        finally:
+            wait_when_busy(self._conn)
+
+    def _offer(self, namespaces: Sequence[str], limit: int) -> list[dict[str, Any]]:
+        conn = self._conn
+        found = db.pending(conn, namespaces, OFFER_SCAN, unoffered=True)
+        rows = {m.id: m for m in memories.get_many(conn, [
+            i for r in found for i in (r.new_id, r.old_id)])}  # fmt: skip
+        distrusted = origin.distrusted(conn)
+
+        def withheld(memory_id: str) -> bool:
+            m = rows.get(memory_id)
+            return (
+                m is None
+                or passive_block(m) is not None
+                or bool(distrusted and origin.written_by(conn, m.id, distrusted))
+            )
+
+        shown, seen = [], []
+        for r in found:
+            if len(shown) == limit:
+                break
+            seen.append((r.new_id, r.old_id))
+            if not (withheld(r.new_id) or withheld(r.old_id)):
+                shown.append(r)
+        db.mark_offered(conn, seen, config.now_iso())
+        return [review_doc(r, rows.get(r.new_id), rows.get(r.old_id)) for r in shown]
 
     def _docs(self, found: Sequence[db.Review]) -> list[dict[str, Any]]:
         rows = {m.id: m for m in memories.get_many(self._conn, [
