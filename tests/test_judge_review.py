@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -319,7 +318,8 @@ def test_passive_reads_show_an_undecided_pair_for_what_it_is(store):
 
 def test_the_store_is_at_schema_14_with_the_review_table(store):
     assert SCHEMA_VERSION == 14 and store.schema_version == 14
-    assert os.environ["ZMEM_EMBED_PROFILE"] == "fake"
+    columns = [r[1] for r in store._conn.execute("PRAGMA table_info(review)")]
+    assert columns[:2] == ["new_id", "old_id"] and "answer" in columns
 
 
 # ---- found in review: the edges ----

@@ -29,7 +29,12 @@ _WHY = {
     errno.ENOTDIR: "a part of {folder} is a file, not a folder",
     errno.EISDIR: "the target in {folder} is a folder",
     errno.ENAMETOOLONG: "the name is too long for {folder}",
+    errno.EMFILE: "this process has no file handles left ({folder})",
+    errno.ENFILE: "the system has no file handles left ({folder})",
 }
+# The operating system's refusals that are the machine's state, not a bug: any command that
+# meets one outside a write this module guards still ends with exit 2 (zmem.cli.app).
+MACHINE_ERRNOS = frozenset(_WHY)
 
 
 def _free(folder: Path) -> str:

@@ -76,6 +76,7 @@ class Evidence:
 class Verdict:
     decision: str  # FOLD, CONTRADICT, APART or ASK
     likely: str | None = None  # for ASK: the answer the words lean to (one of ANSWERS)
+    evidence: Evidence | None = None  # what it was decided on (a question reports it)
 
 
 def _anchors(text: str) -> tuple[frozenset[str], Any, frozenset[str]]:
@@ -139,7 +140,7 @@ def judge(e: Evidence) -> Verdict:
         e.cosine is None and e.jaccard >= ASK_JACCARD
     )
     if asked:
-        return Verdict(ASK, LIKELY[e.relation])
+        return Verdict(ASK, LIKELY[e.relation], e)
     return Verdict(APART)
 
 

@@ -364,7 +364,6 @@ def ask_about(
     conn: apsw.Connection,
     memory_id: str,
     namespace: str,
-    content: str,
     judged: Sequence[tuple[Neighbour, judge.Verdict]],
     at: str,
     origin: str,
@@ -380,7 +379,8 @@ def ask_about(
     asked.sort(key=lambda nv: (-(nv[0].cosine or nv[0].jaccard), nv[0].candidate.id))
     out = []
     for n, verdict in asked[:REVIEWS_PER_WRITE]:
-        e = judge.evidence(n.candidate.content, content, n.jaccard, n.cosine).to_dict()
+        assert verdict.evidence is not None  # an ASK carries what it asks about
+        e = verdict.evidence.to_dict()
         reviews.ask(conn, memory_id, n.candidate.id, namespace, verdict.likely, e, origin, at)
         c = n.candidate
         # The passive surfaces' rule: a row that may carry an injected instruction, or came
@@ -452,7 +452,7 @@ def write(
 
     related, contested = link_neighbours(conn, new_id, row.tags, judged, at, link_threshold)
     link_entities(conn, new_id, row.content, row.tags, at)
-    asked = ask_about(conn, new_id, row.namespace, row.content, judged, at, origin)
+    asked = ask_about(conn, new_id, row.namespace, judged, at, origin)
     return WriteResult(
         new_id, "stored", True, row.warnings, tuple(related), tuple(contested),
         replaced=update_of, reviews=asked,

@@ -5,7 +5,6 @@ after the answers that need none of it."""
 
 from __future__ import annotations
 
-import errno
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +16,7 @@ from zmem import __version__, config
 from zmem.cli import output, terminal
 from zmem.embedding import announce
 from zmem.errors import ZMemError
+from zmem.outputs import MACHINE_ERRNOS
 
 if TYPE_CHECKING:
     from zmem.store import MemoryStore
@@ -162,7 +162,7 @@ class ZMemGroup(click.Group):
         except Exception as exc:
             if config.debug_enabled():
                 raise
-            if isinstance(exc, OSError) and exc.errno in _MACHINE_REFUSALS:
+            if isinstance(exc, OSError) and exc.errno in MACHINE_ERRNOS:
                 # The machine said no (a full disk, a read-only or missing place, no
                 # permission): the user's to fix, not a bug in zmem.
                 where = f" ({exc.filename})" if exc.filename else ""
@@ -230,12 +230,6 @@ def run(args: list[str], prog: str, served_here: list[str]) -> None:
 
 # Commands a host runs (never a person at a terminal): no notice on their stderr. doctor
 # reports dead hooks as one of its checks (and writes nothing); setup is the repair itself.
-# errno values that describe the machine, not zmem: a command meeting one ends with exit 2.
-_MACHINE_REFUSALS = frozenset(
-    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "ENOENT",
-                                      "ENOTDIR", "EISDIR", "ENAMETOOLONG", "EMFILE", "ENFILE")
-    if hasattr(errno, name)
-)  # fmt: skip
 _QUIET_COMMANDS = ("hook", "mcp", "ui", "hermes-install", "doctor", "setup")
 _CHECKED = ".hooks-checked"  # in the data dir: when the wiring was last looked at
 

@@ -304,7 +304,7 @@ class _Run:
             judged = writer.judge_neighbours(m.content, neighbours)
             writer.link_neighbours(conn, m.id, m.tags, judged, at, self.settings.link_threshold)
             # No agent is here to answer: what the judge cannot decide waits in the queue.
-            writer.ask_about(conn, m.id, m.namespace, m.content, judged, at, "queue")
+            writer.ask_about(conn, m.id, m.namespace, judged, at, "queue")
 
     def compress_grown(self, report: Report) -> list[str]:
         """Step 7: keepers consolidation grew past the cap, compressed as append-only updates.

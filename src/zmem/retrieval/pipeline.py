@@ -24,7 +24,7 @@ from zmem.retrieval import fusion, links
 from zmem.retrieval import unfold as lineage
 from zmem.retrieval.lanes import Lane, LaneResult, QueryPlan, VectorLane
 from zmem.retrieval.mmr import Similarity, mmr_order
-from zmem.retrieval.render import apply_token_budget, tokens_used
+from zmem.retrieval.render import apply_token_budget, passes_gate, tokens_used
 from zmem.retrieval.request import (
     NO_TRACE,
     RecallReport,
@@ -378,8 +378,8 @@ def _under_review(conn: apsw.Connection, hits: list[Hit], gate_none_floor: float
     for h in hits:  # best first
         if same.get(h.id, set()) & shown:
             continue  # its maybe-twin is already shown
-        if h.memory.signal != "none" or h.effective_confidence >= gate_none_floor:
-            shown.add(h.id)  # what selective_gate keeps
+        if passes_gate(h, gate_none_floor):
+            shown.add(h.id)  # the hooks will show it
         out.append(replace(h, under_review=disputed[h.id]) if h.id in disputed else h)
     return out
 

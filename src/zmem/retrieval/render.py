@@ -183,12 +183,15 @@ def envelope(
     return out
 
 
+def passes_gate(hit: Hit, gate_none_floor: float) -> bool:
+    """The hooks' selective-inject gate for one row: an ungrounded (signal=none) row must clear
+    the higher gate-none floor; grounded rows keep the recall floor they already passed."""
+    return hit.memory.signal != "none" or hit.effective_confidence >= gate_none_floor
+
+
 def selective_gate(hits: Sequence[Hit], gate_none_floor: float) -> list[Hit]:
-    """The hooks' selective-inject gate: an ungrounded (signal=none) row must clear the higher
-    gate-none floor; grounded rows keep the recall floor they already passed."""
-    return [
-        h for h in hits if h.memory.signal != "none" or h.effective_confidence >= gate_none_floor
-    ]
+    """The rows the hooks' selective-inject gate lets through (passes_gate)."""
+    return [h for h in hits if passes_gate(h, gate_none_floor)]
 
 
 REVIEW_HEADER = (

@@ -196,9 +196,7 @@ class _Ingest:
         for f, _, _ in new:
             asks = self.asks.pop(f["id"], None)
             if asks:
-                writer.ask_about(
-                    self.conn, f["id"], f["namespace"], f["content"], asks, self.now, "queue"
-                )
+                writer.ask_about(self.conn, f["id"], f["namespace"], asks, self.now, "queue")
         self.report.inserted += len(new)
         for later, keeper in retire:
             if memories.tombstone(self.conn, later, self.now, f"duplicate of {keeper}"):
