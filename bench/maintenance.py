@@ -372,7 +372,8 @@ def build(path: Path, rows: int, profile: str, seed: int) -> dict:
                     ),
                     saturated=saturated,
                 )  # fmt: skip
-                writer.link_neighbours(conn, new_id, row.tags, neighbours, at, link_threshold)
+                judged = writer.judge_neighbours(row.content, neighbours)
+                writer.link_neighbours(conn, new_id, row.tags, judged, at, link_threshold)
                 writer.link_entities(conn, new_id, row.content, row.tags, at)
                 ids.append(new_id)
         rate = len(ids) / (time.perf_counter() - t0)

@@ -4,13 +4,16 @@ tombstone, --as-of still sees the old ones), whole-text absorb with merged_from,
 not repeated, the 65,536-character cap with :truncated, worst-of taint; rows that differ in a
 number or in polarity never merge; the contested guard and the NLI judge; --prune with the
 unrecalled extension; the cadence gate, the single-flight lock, --dry-run exact and writing
-nothing; bad input refused with nothing written."""
+nothing; bad input refused with nothing written; the write path's judge on every pair it would
+merge (issue 50): only a fold merges, an unsure pair is asked once through the review queue,
+an answered pair follows its answer."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import apsw
@@ -20,16 +23,38 @@ from conftest import add_row, table_counts
 from zmem import MemoryStore, config
 from zmem.maintenance import backup
 
-# Five content tokens, and the same plus one more: token Jaccard 5/6 = 0.83, above
-# consolidate's 0.80 and below the write path's 0.85 dedup, so the add keeps both.
-BASE = "Rotate the vault token before staging deploys"
-PLUS_A = "Rotate the vault token before staging deploys manually"
-PLUS_B = "Rotate the vault token before staging deploys nightly"
+# Seven similarity tokens, and the same plus one more: token Jaccard 7/8 = 0.875, where the
+# write path's judge folds. An add would fold them as it writes; rows of one ingested file never
+# fold into each other (as a sync file or an older store's rows arrive), so the duplicates a
+# consolidate test merges come in through ingest-jsonl.
+BASE = "Rotate the vault token before staging deploys of the billing service"
+PLUS_A = BASE + " manually"
+PLUS_B = BASE + " nightly"
+# Five tokens and one more: Jaccard 5/6 = 0.83, above consolidate's 0.80 and below the judge's
+# fold. The judge cannot tell whether "manually" matters: it asks.
+UNSURE = "Pin the terraform provider versions in modules"
+UNSURE_PLUS = UNSURE + " manually"
 
 
-def _cli(run_cli, *args):
-    result = run_cli(*args)
-    return result
+def _ingest(run_cli, tmp_path: Path, *rows, namespace: str = "project:t") -> list[str]:
+    """Ingest rows (a text, or a text and its fields) from one file; their ids in order."""
+    lines = []
+    for row in rows:
+        content, fields = (row, {}) if isinstance(row, str) else row
+        lines.append({
+            "id": str(uuid.uuid4()), "namespace": namespace, "content": content,
+            "type": "lesson", "signal": "test", "confidence": 0.9, **fields,
+        })  # fmt: skip
+    path = tmp_path / f"in-{lines[0]['id']}.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    done = run_cli("ingest-jsonl", "--in", str(path), "--json")
+    assert done.exit_code == 0, done.output
+    return [line["id"] for line in lines]
+
+
+def _reviews(run_cli) -> list[tuple[str, str, str]]:
+    found = _json(run_cli, "review")["reviews"]
+    return [(r["new"], r["old"], r["origin"]) for r in found]
 
 
 def _json(run_cli, *args):
@@ -48,10 +73,13 @@ def _live(store_path: Path) -> list[tuple[str, str]]:
         conn.close()
 
 
-def test_near_duplicates_merge_with_history_kept(store, store_path, run_cli):
-    keeper = add_row(store, BASE, signal="test").id
-    a = add_row(store, PLUS_A, signal="user").id
-    b = add_row(store, PLUS_B, signal="user").id
+def test_near_duplicates_merge_with_history_kept(store, store_path, run_cli, tmp_path):
+    keeper, a, b = _ingest(
+        run_cli, tmp_path,
+        (BASE, {"ingestion_ts": "2026-01-01T00:00:00Z"}),
+        (PLUS_A, {"signal": "user", "confidence": 0.6, "ingestion_ts": "2026-01-02T00:00:00Z"}),
+        (PLUS_B, {"signal": "user", "confidence": 0.6, "ingestion_ts": "2026-01-03T00:00:00Z"}),
+    )  # fmt: skip
     other = add_row(store, "Pin the terraform provider versions in every module").id
     before = config.now_iso()
     report = _json(run_cli, "consolidate", "--force")
@@ -82,10 +110,9 @@ def test_near_duplicates_merge_with_history_kept(store, store_path, run_cli):
     assert now["results"][0]["id"] == new_id
 
 
-def test_keeper_is_the_most_used_then_the_most_confident_then_the_oldest(store, run_cli):
-    first = add_row(store, BASE, signal="user").id
-    used = add_row(store, PLUS_A, signal="user").id
-    add_row(store, PLUS_B, signal="user")
+def test_keeper_is_the_most_used_then_the_most_confident_then_the_oldest(store, run_cli,
+                                                                         tmp_path):  # fmt: skip
+    first, used, _ = _ingest(run_cli, tmp_path, BASE, PLUS_A, PLUS_B)
     store.surface([used])  # one surface event: confidence x events beats zero
     report = _json(run_cli, "consolidate", "--force", "--dry-run")
     assert report["clusters"][0]["keeper"] == used
@@ -95,15 +122,18 @@ def test_keeper_is_the_most_used_then_the_most_confident_then_the_oldest(store, 
     assert report["clusters"][0]["keeper"] == first
 
 
-def test_rows_differing_in_a_number_or_in_polarity_survive(store, store_path, run_cli):
+def test_rows_differing_in_a_number_or_in_polarity_survive(store, store_path, run_cli,
+                                                           tmp_path):  # fmt: skip
     # Ten shared words and one number each: Jaccard 10/12, similar enough to cluster.
     ttl = "The session cache TTL on staging web servers behind the load balancer is {} minutes"
     thirty = add_row(store, ttl.format(30)).id
     sixty = add_row(store, ttl.format(60)).id
     hours = add_row(store, ttl.format(30).replace("minutes", "hours")).id
-    keep = add_row(store, "Always squash commits before merging release branches").id
-    agree = add_row(store, "Always squash commits before merging release branches upstream").id
-    deny = add_row(store, "Never squash commits before merging release branches upstream").id
+    rule = "squash commits before merging release branches into main"
+    keep, agree = _ingest(
+        run_cli, tmp_path, f"Always {rule}", (f"Always {rule} upstream", {"confidence": 0.6})
+    )
+    deny = add_row(store, f"Never {rule} upstream").id
     report = _json(run_cli, "consolidate", "--force")
     live = {i for i, _ in _live(store_path)}
     # A changed number, the number in another unit, a contradiction: never merged.
@@ -125,14 +155,16 @@ def test_a_row_adding_a_prohibition_is_not_merged_into_one_without_it(store, sto
     assert {plain, ruled} <= {i for i, _ in _live(store_path)}
 
 
-def test_rows_parked_by_a_keeper_that_disagrees_still_merge_with_each_other(store, store_path,
-                                                                          run_cli):  # fmt: skip
+def test_rows_parked_by_a_keeper_that_disagrees_still_merge_with_each_other(
+    store, store_path, run_cli, tmp_path
+):
     # The "never" row is the most used, so it is the keeper; the two "always" rows disagree
     # with it, are parked, and then merge with each other.
     rule = "squash commits before merging release branches into main after review passes in ci"
-    deny = add_row(store, f"Never {rule}").id
-    keep = add_row(store, f"Always {rule} upstream").id
-    agree = add_row(store, f"Always {rule} today").id
+    deny, keep, agree = _ingest(
+        run_cli, tmp_path, f"Never {rule}", f"Always {rule}",
+        (f"Always {rule} upstream", {"confidence": 0.6}),
+    )  # fmt: skip
     store.surface([deny])
     report = _json(run_cli, "consolidate", "--force")
     assert [c["keeper"] for c in report["clusters"]] == [deny, keep]
@@ -141,54 +173,58 @@ def test_rows_parked_by_a_keeper_that_disagrees_still_merge_with_each_other(stor
     assert deny in live and keep not in live and agree not in live
 
 
-def test_subsumed_text_is_not_repeated_and_the_keeper_keeps_its_id(store, run_cli):
-    keeper = add_row(store, "Rotate the vault token before staging deploys nightly", signal="test")
-    short = add_row(store, "rotate the vault token before staging deploys", signal="user")
+def test_subsumed_text_is_not_repeated_and_the_keeper_keeps_its_id(store, run_cli, tmp_path):
+    keeper, short = _ingest(
+        run_cli, tmp_path, PLUS_B, (BASE.lower(), {"signal": "user", "confidence": 0.6})
+    )
     report = _json(run_cli, "consolidate", "--force")
     (cluster,) = report["clusters"]
     assert [m["action"] for m in cluster["members"]] == ["keeper", "subsumed"]
-    assert cluster["result_id"] == keeper.id  # no new text: the keeper stays, metadata merged
-    row = json.loads(run_cli("get", "--id", keeper.id).stdout)
+    assert cluster["result_id"] == keeper  # no new text: the keeper stays, metadata merged
+    row = json.loads(run_cli("get", "--id", keeper).stdout)
     assert row["live"] and row["content"].count("vault") == 1
-    assert row["merged_from"] == [short.id]
+    assert row["merged_from"] == [short]
 
 
-def test_reordered_phrasing_is_kept_as_distinct_text(store, run_cli):
-    add_row(store, "Call cache flush before schema reload", signal="test")
-    add_row(store, "Call schema reload before cache flush on deploy", signal="user")
+def test_reordered_phrasing_is_kept_as_distinct_text(store, run_cli, tmp_path):
+    _ingest(
+        run_cli, tmp_path, "Call cache flush before schema reload in staging deploys",
+        ("Call schema reload before cache flush in staging deploys", {"confidence": 0.6}),
+    )  # fmt: skip
     report = _json(run_cli, "consolidate", "--force")
     (cluster,) = report["clusters"]
     merged = json.loads(run_cli("get", "--id", cluster["result_id"]).stdout)["content"]
     assert "cache flush before schema" in merged and "schema reload before cache" in merged
 
 
-def test_the_size_cap_records_truncated_and_dry_run_counts_the_loss(store, run_cli):
-    big = "alpha beta gamma delta " + "pad " * 16300
-    small = "delta gamma beta alpha zeta " + "pad " * 300
-    keeper = add_row(store, big, signal="test")
-    gone = add_row(store, small, signal="user")
+def test_the_size_cap_records_truncated_and_dry_run_counts_the_loss(store, run_cli, tmp_path):
+    # Seven tokens and one more (7/8): the judge folds them.
+    big = "alpha beta gamma delta epsilon eta theta " + "pad " * 16300
+    small = "theta eta epsilon delta gamma beta alpha zeta " + "pad " * 300
+    keeper, gone = _ingest(run_cli, tmp_path, big, (small, {"confidence": 0.6}))
     dry = _json(run_cli, "consolidate", "--force", "--dry-run")
     (cluster,) = dry["clusters"]
     assert cluster["members"][1]["action"] == "truncated" and cluster["would_lose_tokens"] > 0
     _json(run_cli, "consolidate", "--force")
-    row = json.loads(run_cli("get", "--id", keeper.id).stdout)
+    row = json.loads(run_cli("get", "--id", keeper).stdout)
     assert row["live"] and row["content"] == big
-    assert row["merged_from"] == [f"{gone.id}:truncated"]
+    assert row["merged_from"] == [f"{gone}:truncated"]
     # The dropped text is still in history, on the tombstoned row.
-    assert json.loads(run_cli("get", "--id", gone.id).stdout)["content"] == small
+    assert json.loads(run_cli("get", "--id", gone).stdout)["content"] == small
 
 
-def test_taint_is_the_worst_of_the_members(store, run_cli):
-    add_row(store, BASE, signal="test", taint="trusted_internal")
-    add_row(store, PLUS_A, signal="user", taint="untrusted_web")
+def test_taint_is_the_worst_of_the_members(store, run_cli, tmp_path):
+    _ingest(
+        run_cli, tmp_path, (BASE, {"taint": "trusted_internal"}),
+        (PLUS_A, {"taint": "untrusted_web", "confidence": 0.6}),
+    )  # fmt: skip
     report = _json(run_cli, "consolidate", "--force")
     merged = json.loads(run_cli("get", "--id", report["clusters"][0]["result_id"]).stdout)
     assert merged["taint"] == "untrusted_web"
 
 
-def test_links_of_merged_rows_carry_over(store, run_cli):
-    keeper = add_row(store, BASE, signal="test").id
-    a = add_row(store, PLUS_A, signal="user").id
+def test_links_of_merged_rows_carry_over(store, run_cli, tmp_path):
+    keeper, a = _ingest(run_cli, tmp_path, BASE, (PLUS_A, {"confidence": 0.6}))
     elsewhere = add_row(store, "Staging deploys read the vault address from env").id
     store.add_link(a, elsewhere, "supports", reason="same deploy")
     report = _json(run_cli, "consolidate", "--force")
@@ -198,10 +234,10 @@ def test_links_of_merged_rows_carry_over(store, run_cli):
     assert (new_id, elsewhere, "supports") in pairs and (new_id, keeper, "updates") in pairs
 
 
-def test_dry_run_writes_nothing_and_says_exactly_what_the_run_does(store, store_path, run_cli):
-    add_row(store, BASE, signal="test")
-    add_row(store, PLUS_A, signal="user")
-    add_row(store, "Never rotate the vault token before staging deploys nightly manually")
+def test_dry_run_writes_nothing_and_says_exactly_what_the_run_does(store, store_path, run_cli,
+                                                                   tmp_path):  # fmt: skip
+    _ingest(run_cli, tmp_path, BASE, (PLUS_A, {"confidence": 0.6}))
+    add_row(store, f"Never {BASE[0].lower()}{BASE[1:]} manually")
     before = table_counts(store_path)
     dry = _json(run_cli, "consolidate", "--dry-run")
     text = run_cli("consolidate", "--dry-run")
@@ -210,16 +246,15 @@ def test_dry_run_writes_nothing_and_says_exactly_what_the_run_does(store, store_
     real = _json(run_cli, "consolidate")
     strip = [({**c, "result_id": None, "applied": False}) for c in real["clusters"]]
     assert strip == dry["clusters"]
-    assert (real["merged"], real["absorbed"], real["parked"]) == (
-        dry["merged"], dry["absorbed"], dry["parked"]
+    assert (real["merged"], real["absorbed"], real["parked"], real["reviews_queued"]) == (
+        dry["merged"], dry["absorbed"], dry["parked"], dry["reviews_queued"]
     )  # fmt: skip
     assert real["live_after"] == dry["live_after"]
 
 
-def test_the_cadence_gate(store, store_path, run_cli, monkeypatch):
-    add_row(store, BASE, signal="test")
-    add_row(store, PLUS_A, signal="user")
+def test_the_cadence_gate(store, store_path, run_cli, monkeypatch, tmp_path):
     monkeypatch.setenv("ZMEM_TEST_NOW", "2026-06-01T00:00:00Z")
+    _ingest(run_cli, tmp_path, BASE, (PLUS_A, {"confidence": 0.6}))
     assert _json(run_cli, "consolidate")["merged"] == 1
     # A day later, nothing grew: skipped, said on one line, nothing changed.
     monkeypatch.setenv("ZMEM_TEST_NOW", "2026-06-02T00:00:00Z")
@@ -232,8 +267,8 @@ def test_the_cadence_gate(store, store_path, run_cli, monkeypatch):
     assert "would skip by cadence gate" in dry.stderr
     assert table_counts(store_path) == before
     # Growth past the threshold opens it (1 -> 3 live rows: +200 %).
-    add_row(store, "Pin terraform provider versions in modules")
-    add_row(store, "Pin terraform provider versions in modules today")
+    pin = "Pin the terraform provider versions in every module of the platform repo"
+    _ingest(run_cli, tmp_path, pin, (pin + " today", {"confidence": 0.6}))
     monkeypatch.setenv("ZMEM_CONSOLIDATE_GROWTH_THRESHOLD", "3")
     assert _json(run_cli, "consolidate")["skipped"] is not None
     monkeypatch.setenv("ZMEM_CONSOLIDATE_GROWTH_THRESHOLD", "0.2")
@@ -280,14 +315,103 @@ def test_a_missing_store_is_not_created(run_cli, store_path):
     assert result.exit_code == 1 and not store_path.exists()  # as every read of a missing store
 
 
-def test_namespace_scope(store, store_path, run_cli):
-    add_row(store, BASE, signal="test", namespace="project:one")
-    add_row(store, PLUS_A, signal="user", namespace="project:one")
-    add_row(store, BASE, signal="test", namespace="project:two")
-    add_row(store, PLUS_A, signal="user", namespace="project:two")
+def test_namespace_scope(store, store_path, run_cli, tmp_path):
+    for ns in ("project:one", "project:two"):
+        _ingest(run_cli, tmp_path, BASE, (PLUS_A, {"confidence": 0.6}), namespace=ns)
     report = _json(run_cli, "consolidate", "--force", "--namespace", "project:two")
     assert report["merged"] == 1 and report["clusters"][0]["namespace"] == "project:two"
     assert len(_live(store_path)) == 3
+
+
+# ---- the write path's judge on every pair consolidate would merge (issue 50) -----------------
+
+
+def _unsure_pair(run_cli, tmp_path: Path) -> tuple[str, str]:
+    """Two rows the judge cannot decide (Jaccard 0.83), from one file, so nothing asked yet;
+    (older, newer)."""
+    old, new = _ingest(
+        run_cli, tmp_path, (UNSURE, {"ingestion_ts": "2026-01-01T00:00:00Z"}),
+        (UNSURE_PLUS, {"confidence": 0.6, "ingestion_ts": "2026-01-02T00:00:00Z"}),
+    )  # fmt: skip
+    assert _reviews(run_cli) == []
+    return old, new
+
+
+def test_an_unsure_pair_is_not_merged_and_its_question_is_queued(store, store_path, run_cli,
+                                                                 tmp_path):  # fmt: skip
+    old, new = _unsure_pair(run_cli, tmp_path)
+    report = _json(run_cli, "consolidate", "--force")
+    assert report["merged"] == 0 and report["absorbed"] == 0 and report["reviews_queued"] == 1
+    (cluster,) = report["clusters"]
+    assert cluster["decision"] == "asked" and cluster["keeper"] == old
+    assert [(m["id"], m["action"]) for m in cluster["members"]] == [
+        (old, "keeper"), (new, "asked")]  # fmt: skip
+    assert {i for i, _ in _live(store_path)} == {old, new}
+    # Asked as an add of the newer row would have asked it; no agent was there: the queue.
+    assert _reviews(run_cli) == [(new, old, "queue")]
+    text = run_cli("consolidate", "--force")
+    assert "merged 0 cluster(s)" in text.stdout
+
+
+def test_a_rerun_does_not_queue_the_question_twice(store, store_path, run_cli, tmp_path):
+    old, new = _unsure_pair(run_cli, tmp_path)
+    assert _json(run_cli, "consolidate", "--force")["reviews_queued"] == 1
+    again = _json(run_cli, "consolidate", "--force")
+    assert again["merged"] == 0 and again["reviews_queued"] == 0
+    # Still waiting for its answer, and still not guessed.
+    assert [m["action"] for m in again["clusters"][0]["members"]] == ["keeper", "asked"]
+    assert _reviews(run_cli) == [(new, old, "queue")]
+    assert {i for i, _ in _live(store_path)} == {old, new}
+
+
+def test_a_pair_answered_distinct_is_never_merged_nor_asked_again(store, store_path, run_cli,
+                                                                   tmp_path):  # fmt: skip
+    old, new = _unsure_pair(run_cli, tmp_path)
+    _json(run_cli, "consolidate", "--force")
+    assert run_cli("resolve", new, old, "--as", "distinct").exit_code == 0
+    report = _json(run_cli, "consolidate", "--force")
+    assert report["clusters"] == [] and report["reviews_queued"] == 0 and report["merged"] == 0
+    assert _reviews(run_cli) == []
+    # Even a pair the judge would fold stays two rows once someone said they are distinct.
+    keep, twin = _ingest(run_cli, tmp_path, BASE, (PLUS_A, {"confidence": 0.6}))
+    assert run_cli("resolve", twin, keep, "--as", "distinct").exit_code == 0
+    report = _json(run_cli, "consolidate", "--force")
+    assert report["merged"] == 0 and report["reviews_queued"] == 0
+    assert {i for i, _ in _live(store_path)} == {old, new, keep, twin}
+
+
+def test_a_dry_run_counts_the_questions_and_writes_none(store, store_path, run_cli, tmp_path):
+    old, new = _unsure_pair(run_cli, tmp_path)
+    before = table_counts(store_path)
+    dry = _json(run_cli, "consolidate", "--force", "--dry-run")
+    text = run_cli("consolidate", "--force", "--dry-run")
+    assert table_counts(store_path) == before  # no review row, no row, no meta
+    assert dry["reviews_queued"] == 1 and dry["merged"] == 0
+    assert "would queue 1 review(s)" in text.stdout and f"asked     {new}" in text.stdout
+    assert _reviews(run_cli) == []
+    real = _json(run_cli, "consolidate", "--force")
+    assert real["reviews_queued"] == dry["reviews_queued"]
+    assert real["clusters"] == [{**c, "result_id": None} for c in dry["clusters"]]
+
+
+def test_a_sure_duplicate_still_merges_beside_an_unsure_one(store, store_path, run_cli, tmp_path):
+    # The same words reordered (Jaccard 1.0): the judge folds it. One word more (0.83): asked.
+    keeper, twin, unsure = _ingest(
+        run_cli, tmp_path, UNSURE,
+        ("In modules, pin the terraform provider versions", {"confidence": 0.6}),
+        (UNSURE_PLUS, {"confidence": 0.5}),
+    )  # fmt: skip
+    report = _json(run_cli, "consolidate", "--force")
+    assert report["merged"] == 1 and report["absorbed"] == 1
+    first = report["clusters"][0]
+    assert [(m["id"], m["action"]) for m in first["members"]] == [
+        (keeper, "keeper"), (twin, "absorb"), (unsure, "asked")]  # fmt: skip
+    merged = first["result_id"]
+    assert {i for i, _ in _live(store_path)} == {merged, unsure}
+    # The question about the retired keeper was left to the next round, which asked it about
+    # the merged row: once.
+    [(a, b, origin)] = _reviews(run_cli)
+    assert {a, b} == {merged, unsure} and origin == "queue" and report["reviews_queued"] == 1
 
 
 # ---- prune ------------------------------------------------------------------------------------
@@ -396,7 +520,8 @@ def test_merge_contested_is_the_operators_override(store, store_path, run_cli):
 
 
 def test_the_cosine_path_with_the_real_model(store_path, run_cli, monkeypatch):
-    """MiniLM: paraphrases with few shared words cluster by cosine; a changed number does not."""
+    """MiniLM: paraphrases with few shared words cluster by cosine, and are asked about, never
+    merged on it; a changed number does not cluster."""
     monkeypatch.setenv("ZMEM_EMBED_PROFILE", "minilm")
     with MemoryStore.open(store_path, create=True) as s:
         a = add_row(s, "Run the database migrations before the integration test suite.").id
@@ -404,25 +529,32 @@ def test_the_cosine_path_with_the_real_model(store_path, run_cli, monkeypatch):
         n1 = add_row(s, "The billing API timeout in staging is 30 seconds.").id
         n2 = add_row(s, "In staging the billing API times out after 60 seconds.").id
     report = _json(run_cli, "consolidate", "--force")
-    members = {m["id"] for c in report["clusters"] for m in c["members"]}
-    assert {a, b} <= members and not {n1, n2} & members
+    members = {m["id"]: m["action"] for c in report["clusters"] for m in c["members"]}
+    assert {a, b} <= set(members) and not {n1, n2} & set(members)
+    # A paraphrase is not a fold to the judge (the words differ): it stays live, asked.
+    assert "asked" in (members[a], members[b]) and report["merged"] == 0
 
 
 # ---- the fixed point (issue 34) -----------------------------------------------------------------
 
-# Token sets A = {1..10}, B = {1..9, 11}, D = {2..11, 12}: A and B merge (Jaccard 0.82), but D
-# is close to neither alone (0.75 to each, under 0.80) and only to the merged text A + B
-# (0.83). A one-pass plan leaves D for the next run; the job plans again until nothing merges.
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
-ROW_A = " ".join(WORDS[0:10])
-ROW_B = " ".join(WORDS[0:9] + [WORDS[10]])
-ROW_D = " ".join(WORDS[1:11] + [WORDS[11]])
+# 35 shared words C, three more before them in A and three after them in B (the same sentence
+# with words added, not swapped): A and B fold (Jaccard 35/41 = 0.85). D is A's three, C without
+# its first six, B's three: close to neither alone (32/41 = 0.78, under 0.80), and one the
+# judge folds into the merged text A + B (35/41). A one-pass plan leaves D for the next run;
+# the job plans again until nothing merges.
+WORDS = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november "
+    "oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu amber basalt "
+    "cobalt dune ember fjord garnet harbor ivory jasper kelp lagoon marble nectar onyx"
+).split()
+_C, _A, _B = WORDS[:35], WORDS[35:38], WORDS[38:]
+ROW_A = " ".join(_A + _C)
+ROW_B = " ".join(_C + _B)
+ROW_D = " ".join(_A + _C[6:] + _B)
 
 
-def test_one_run_reaches_the_fixed_point(store, store_path, run_cli):
-    a = add_row(store, f"Checklist words: {ROW_A}", type="fact").id
-    add_row(store, f"Checklist words: {ROW_B}", type="fact")
-    add_row(store, f"Checklist words: {ROW_D}", type="fact")
+def test_one_run_reaches_the_fixed_point(store, store_path, run_cli, tmp_path):
+    a, _, _ = _ingest(run_cli, tmp_path, ROW_A, ROW_B, ROW_D)
     store.close()
     first = _json(run_cli, "consolidate", "--force")
     assert first["merged"] == 2 and first["absorbed"] == 2, first
@@ -433,10 +565,8 @@ def test_one_run_reaches_the_fixed_point(store, store_path, run_cli):
     assert second["merged"] == 0 and second["absorbed"] == 0 and second["rounds"] == 1
 
 
-def test_a_dry_run_plans_one_round_and_says_so(store, store_path, run_cli):
-    add_row(store, f"Checklist words: {ROW_A}", type="fact")
-    add_row(store, f"Checklist words: {ROW_B}", type="fact")
-    add_row(store, f"Checklist words: {ROW_D}", type="fact")
+def test_a_dry_run_plans_one_round_and_says_so(store, store_path, run_cli, tmp_path):
+    _ingest(run_cli, tmp_path, ROW_A, ROW_B, ROW_D)
     store.close()
     before = table_counts(store_path)
     plan = _json(run_cli, "consolidate", "--force", "--dry-run")
@@ -444,13 +574,11 @@ def test_a_dry_run_plans_one_round_and_says_so(store, store_path, run_cli):
     assert table_counts(store_path) == before
 
 
-def test_a_run_that_cannot_settle_says_so(store, store_path, run_cli, monkeypatch):
+def test_a_run_that_cannot_settle_says_so(store, store_path, run_cli, monkeypatch, tmp_path):
     from zmem.maintenance import consolidate
 
     monkeypatch.setattr(consolidate, "MAX_ROUNDS", 1)
-    add_row(store, f"Checklist words: {ROW_A}", type="fact")
-    add_row(store, f"Checklist words: {ROW_B}", type="fact")
-    add_row(store, f"Checklist words: {ROW_D}", type="fact")
+    _ingest(run_cli, tmp_path, ROW_A, ROW_B, ROW_D)
     store.close()
     done = _json(run_cli, "consolidate", "--force")
     assert done["fixed_point"] is False and done["rounds"] == 1

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import apsw
@@ -22,8 +23,26 @@ from conftest import add_row, table_counts
 from zmem import MemoryStore
 
 ZMEM = [sys.executable, "-m", "zmem"]
-BASE = "Rotate the vault token before staging deploys"
-PLUS = "Rotate the vault token before staging deploys manually"
+# Seven tokens, and the same plus one: Jaccard 7/8, a pair the write path's judge folds. Rows of
+# one ingested file never fold into each other, so the pairs consolidation merges come in that
+# way (an add would fold them as it writes).
+BASE = "Rotate the vault token before staging deploys of the billing service"
+PLUS = BASE + " manually"
+
+
+def _ingest(store, tmp_path: Path, *rows, namespace: str = "project:t") -> list[str]:
+    """Ingest rows (a text, or a text and its fields) from one file; their ids in order."""
+    lines = []
+    for row in rows:
+        content, fields = (row, {}) if isinstance(row, str) else row
+        lines.append({
+            "id": str(uuid.uuid4()), "namespace": namespace, "content": content,
+            "type": "lesson", "signal": "test", "confidence": 0.9, **fields,
+        })  # fmt: skip
+    path = tmp_path / f"in-{lines[0]['id']}.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    store.ingest_jsonl(path)
+    return [line["id"] for line in lines]
 
 
 def _json(run_cli, *args):
@@ -54,11 +73,11 @@ def _topics(store, n=3, tool="Docker", ns="project:t"):
     ]
 
 
-def test_organize_runs_the_pipeline_on_the_episode(store, store_path, run_cli, monkeypatch):
-    old = add_row(store, BASE, signal="test").id
-    for i, part in enumerate(["api", "db", "ui", "cli", "ops"]):
-        add_row(store, f"Unrelated fact number {i} about the {part}")
-    dup = add_row(store, PLUS, signal="user").id
+def test_organize_runs_the_pipeline_on_the_episode(store, store_path, run_cli, monkeypatch,
+                                                    tmp_path):  # fmt: skip
+    unrelated = [f"Unrelated fact number {i} about the {part}"
+                 for i, part in enumerate(["api", "db", "ui", "cli", "ops"])]  # fmt: skip
+    old, *_, dup = _ingest(store, tmp_path, BASE, *unrelated, (PLUS, {"confidence": 0.6}))
     docker = _topics(store)
     monkeypatch.setenv("ZMEM_ORGANIZE_EPISODE_BOUND", "4")
     report = _json(run_cli, "organize", "--force")
@@ -99,13 +118,13 @@ def test_backfill_links_and_entities_for_rows_that_lack_them(store, store_path, 
     assert (again["entity_backfill"], again["link_backfill"]) == (0, 0)
 
 
-def test_grown_keepers_are_compressed_on_whole_sentences(store, store_path, run_cli, monkeypatch):
+def test_grown_keepers_are_compressed_on_whole_sentences(store, store_path, run_cli, monkeypatch,
+                                                         tmp_path):  # fmt: skip
     monkeypatch.setenv("ZMEM_KEEPER_COMPRESS_CHARS", "80")
-    # Nine tokens, and the same plus two: Jaccard 9/11, a cluster the write path did not fold.
+    # Nine tokens, and the same plus one: Jaccard 9/10, a pair the judge folds.
     first = "Rotate vault token before staging deploys. Use ops runbook daily."
-    add_row(store, f"{first} Use ops runbook daily.", signal="test")
-    second = "Rotate vault token before staging deploys manually. Use ops runbook daily. Page."
-    add_row(store, second, signal="user")
+    second = "Rotate vault token before staging deploys manually. Use ops runbook daily."
+    _ingest(store, tmp_path, f"{first} Use ops runbook daily.", (second, {"confidence": 0.6}))
     report = _json(run_cli, "organize", "--force")
     assert report["consolidate"]["merged"] == 1 and report["compressed"] == 1
     (row,) = [r for r in _rows(store_path) if not (r[2] or "").startswith("organize:")]
@@ -144,11 +163,10 @@ def test_an_injection_flagged_row_is_counted_but_never_quoted(store, store_path,
 
 
 def test_organize_shares_the_cadence_gate_and_has_an_idle_gate(
-    store, store_path, run_cli, monkeypatch
+    store, store_path, run_cli, monkeypatch, tmp_path
 ):
     monkeypatch.setenv("ZMEM_TEST_NOW", "2026-06-01T00:00:00Z")
-    add_row(store, BASE, signal="test")
-    add_row(store, PLUS, signal="user")
+    _ingest(store, tmp_path, BASE, (PLUS, {"confidence": 0.6}))
     assert _json(run_cli, "consolidate")["merged"] == 1
     monkeypatch.setenv("ZMEM_TEST_NOW", "2026-06-02T00:00:00Z")
     result = run_cli("organize")
@@ -163,9 +181,8 @@ def test_organize_shares_the_cadence_gate_and_has_an_idle_gate(
     assert _json(run_cli, "organize", "--force")["skipped"] is None
 
 
-def test_dry_run_writes_nothing(store, store_path, run_cli):
-    add_row(store, BASE, signal="test")
-    add_row(store, PLUS, signal="user")
+def test_dry_run_writes_nothing(store, store_path, run_cli, tmp_path):
+    _ingest(store, tmp_path, BASE, (PLUS, {"confidence": 0.6}))
     _topics(store, 3, "Docker")
     before = table_counts(store_path)
     dry = _json(run_cli, "organize", "--dry-run")
@@ -192,17 +209,17 @@ PAIRS = 160
 
 def _seed_pairs(store_path: Path) -> list[tuple[str, str]]:
     words = ["alpha", "bravo", "cobalt", "delta", "ember", "fjord", "garnet", "harbor"]
-    pairs = []
+    rows = []
+    for i in range(PAIRS):
+        w = [f"{words[(i + k) % 8]}{i}" for k in range(6)]
+        # Seven tokens, and the same plus one: Jaccard 7/8, a pair the judge folds (one file:
+        # the ingest does not fold them).
+        base = f"{w[0]} needs {w[1]} before {w[2]} in {w[3]} with {w[4]} and {w[5]}"
+        tags = ["entity:Docker"] if i % 4 == 0 else []
+        rows += [(base, {"tags": tags}), (base + " deploys", {"confidence": 0.6})]
     with MemoryStore.open(store_path, create=True) as s:
-        for i in range(PAIRS):
-            w = [f"{words[(i + k) % 8]}{i}" for k in range(4)]
-            # Five tokens, and the same plus one: Jaccard 5/6 (the add does not fold them).
-            base = f"{w[0]} needs {w[1]} before {w[2]} in {w[3]}"
-            tags = ["entity:Docker"] if i % 4 == 0 else None
-            k = add_row(s, base, signal="test", tags=tags).id
-            a = add_row(s, base + " deploys", signal="user").id
-            pairs.append((k, a))
-    return pairs
+        ids = _ingest(s, store_path.parent, *rows)
+    return list(zip(ids[::2], ids[1::2], strict=True))
 
 
 def _check(store_path: Path, pairs: list[tuple[str, str]]) -> int:

@@ -360,6 +360,20 @@ def link_neighbours(
     return related, contested
 
 
+def to_ask(
+    conn: apsw.Connection, memory_id: str, judged: Sequence[tuple[Neighbour, judge.Verdict]]
+) -> list[tuple[Neighbour, judge.Verdict]]:
+    """The questions ask_about would record about `memory_id`, the closest first; reads only
+    (a consolidate --dry-run counts them)."""
+    asked = [(n, v) for n, v in judged if v.decision == judge.ASK]
+    if not asked:
+        return []
+    known = reviews.answered_pairs(conn, memory_id, [n.candidate.id for n, _ in asked])
+    asked = [(n, v) for n, v in asked if n.candidate.id not in known]
+    asked.sort(key=lambda nv: (-(nv[0].cosine or nv[0].jaccard), nv[0].candidate.id))
+    return asked[:REVIEWS_PER_WRITE]
+
+
 def ask_about(
     conn: apsw.Connection,
     memory_id: str,
@@ -371,14 +385,8 @@ def ask_about(
     """Record the judge's questions about `memory_id` (at most REVIEWS_PER_WRITE, the closest
     first), skipping pairs already asked or answered; returns them as the write reports
     them."""
-    asked = [(n, v) for n, v in judged if v.decision == judge.ASK]
-    if not asked:
-        return ()
-    known = reviews.answered_pairs(conn, memory_id, [n.candidate.id for n, _ in asked])
-    asked = [(n, v) for n, v in asked if n.candidate.id not in known]
-    asked.sort(key=lambda nv: (-(nv[0].cosine or nv[0].jaccard), nv[0].candidate.id))
     out = []
-    for n, verdict in asked[:REVIEWS_PER_WRITE]:
+    for n, verdict in to_ask(conn, memory_id, judged):
         assert verdict.evidence is not None  # an ASK carries what it asks about
         e = verdict.evidence.to_dict()
         reviews.ask(conn, memory_id, n.candidate.id, namespace, verdict.likely, e, origin, at)

@@ -234,7 +234,8 @@ def _run_job(what: str, start, summary, dry_run: bool, as_json: bool) -> dict | 
 @click.option(
     "--merge-contested",
     is_flag=True,
-    help="Also merge clusters parked because their members disagree (review --dry-run first).",
+    help="Also merge members parked because their stance disagrees (review --dry-run first); "
+    "never a pair the judge would keep apart or ask about.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.pass_obj
@@ -246,7 +247,9 @@ def consolidate(obj, threshold, prune, dry_run, namespace, force, merge_conteste
     unless it already holds it, their ids go to merged_from, and they are tombstoned
     (retired: no longer recalled, still readable as history). A row
     with other numbers never merges; a cluster whose members disagree in polarity is parked
-    (ZMEM_NLI_CMD can clear it). Skipped when the last run was under
+    (ZMEM_NLI_CMD can clear it). A pair merges only where the write path's judge would fold
+    it; a pair it cannot decide stays live and its question is queued for `zmem review`
+    (reviews_queued in --json). Skipped when the last run was under
     ZMEM_CONSOLIDATE_MIN_INTERVAL_DAYS (7) ago and the store grew under
     ZMEM_CONSOLIDATE_GROWTH_THRESHOLD (20 %); --force runs it anyway. --prune retires rows with
     signal none, confidence under 0.25, older than ZMEM_UNRECALLED_DAYS (30), never retrieved,

@@ -27,6 +27,9 @@ class Review:
     answered_by: str | None
 
 
+# SQLite caps bound parameters per statement: a list of ids is read in chunks of this size.
+_MAX_VARIABLES = 500
+
 _COLUMNS = (
     "new_id, old_id, namespace, likely, evidence, origin, created_at, offered_at, answer, "
     "answered_at, answered_by"
@@ -72,6 +75,23 @@ def answered_pairs(conn: apsw.Connection, new_id: str, old_ids: Sequence[str]) -
         (new_id, *old_ids, new_id, *old_ids),
     )
     return {r[0] for r in rows}
+
+
+def among(conn: apsw.Connection, ids: Sequence[str]) -> dict[frozenset[str], str | None]:
+    """{pair: its answer, None while pending} of every question whose two rows are both among
+    `ids`: what consolidate must neither merge against nor ask again. By the primary key, a
+    bounded chunk of ids per statement (a run reads up to 20,000 rows of a namespace)."""
+    wanted = set(ids)
+    out: dict[frozenset[str], str | None] = {}
+    chunked = list(ids)
+    for start in range(0, len(chunked), _MAX_VARIABLES):
+        chunk = chunked[start : start + _MAX_VARIABLES]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT new_id, old_id, answer FROM review WHERE new_id IN ({marks})", chunk
+        )
+        out.update({frozenset(r[:2]): r[2] for r in rows if r[1] in wanted})
+    return out
 
 
 def get(conn: apsw.Connection, new_id: str, old_id: str) -> Review | None:
@@ -139,18 +159,21 @@ def count_pending(conn: apsw.Connection) -> int:
     return int(row[0])
 
 
-def pending_between(conn: apsw.Connection, ids: Sequence[str]) -> list[tuple[str, str, str]]:
-    """(new, old, likely) of every unanswered question whose two rows are both among `ids`:
-    what a passive read must show as undecided, or not show twice."""
+def pending_between(conn: apsw.Connection, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
+    """(new, old, likely, similarity) of every unanswered question whose two rows are both
+    among `ids`: what a passive read must show as undecided, or not show twice. The similarity
+    is the one the judge weighed (the cosine, or the words' overlap without a model); 0.0 when
+    the evidence does not hold one."""
     if len(ids) < 2:
         return []
     marks = ",".join("?" * len(ids))
     try:
         rows = list(conn.execute(
-            "SELECT new_id, old_id, likely FROM review WHERE answer IS NULL "
+            "SELECT new_id, old_id, likely, json_extract(evidence, '$.similarity') FROM review "
+            "WHERE answer IS NULL "
             f"AND new_id IN ({marks}) AND old_id IN ({marks})",
             (*ids, *ids),
         ))  # fmt: skip
     except apsw.SQLError:
         return []  # a reader of a store from before v14 (it never migrates): nothing asked
-    return [(r[0], r[1], r[2] or "") for r in rows]
+    return [(r[0], r[1], r[2] or "", r[3] if isinstance(r[3], (int, float)) else 0.0) for r in rows]

@@ -3,11 +3,13 @@ cadence gate and single-flight lock it shares with organize.
 
 A plan is made first, from one read, outside any write transaction: clusters per namespace and
 type, each row similar to its keeper (cosine or token Jaccard, whichever says more), rows with
-other numbers left out, members that disagree in polarity parked (left live) unless the judge
-or the operator clears them. Each cluster then commits in its own short transaction after
-re-reading its rows: a row another session changed meanwhile leaves its cluster for the next
-run. A killed run leaves every cluster merged or untouched, and a rerun plans from what is
-there. The planning itself is in clusters.py."""
+other numbers left out, a member merged only where the write path's judge would fold it (what
+it cannot decide stays live and its question is queued, as ingest queues its own), members that
+disagree in polarity parked (left live) unless the NLI judge or the operator clears them. Each
+cluster then commits in its own short transaction after re-reading its rows: a row another
+session changed meanwhile leaves its cluster for the next run. A killed run leaves every
+cluster merged or untouched, and a rerun plans from what is there. The planning itself is in
+clusters.py."""
 
 from __future__ import annotations
 
@@ -21,11 +23,11 @@ from typing import Any
 import apsw
 
 from zmem import config
-from zmem.capture import writer
+from zmem.capture import judge, writer
 from zmem.capture.policy import MAX_TAGS
 from zmem.config import Settings
 from zmem.db import consolidation as db
-from zmem.db import graph, memories
+from zmem.db import graph, memories, reviews
 from zmem.db.connect import read_snapshot
 from zmem.errors import StoreBusy, UsageError
 from zmem.maintenance import bounded
@@ -46,6 +48,7 @@ CLUSTERS_PER_TXN = 8
 # Rounds a run plans at most; each after the first replans only what the one before merged.
 MAX_ROUNDS = 5
 PRUNE_PER_TXN = 256
+REVIEWS_PER_TXN = 256  # rows whose questions one transaction queues
 
 
 # ---- the cadence gate, shared with organize ---------------------------------------------------
@@ -240,6 +243,9 @@ class Report:
     live_before: int = 0
     live_after: int = 0
     nli_calls: int = 0
+    # Questions queued for the pairs the write path's judge could not decide (a dry run: would
+    # queue); a pair already asked is never queued again.
+    reviews_queued: int = 0
     warnings: list[str] = field(default_factory=list)
     longest_txn_ms: float = 0.0
     # Rounds until a plan merges nothing more (a merged keeper's new text and vector can bring
@@ -270,6 +276,7 @@ class Report:
             "live_before": self.live_before,
             "live_after": self.live_after,
             "nli_calls": self.nli_calls,
+            "reviews_queued": self.reviews_queued,
             "warnings": self.warnings,
             "longest_txn_ms": round(self.longest_txn_ms, 1),
             "rounds": self.rounds,
@@ -296,13 +303,14 @@ def consolidate_rows(
     ids = [r.memory.id for r in rows]
     with read_snapshot(conn):
         contradicting = db.contradicting_pairs(conn, ids)
-    judge = Judge.from_setting(settings.nli_cmd)
+        asked = reviews.among(conn, ids)
+    nli = Judge.from_setting(settings.nli_cmd)
     clusters = plan_clusters(
-        rows, settings, vectors, report.threshold, contradicting, judge, merge_contested
+        rows, settings, vectors, report.threshold, contradicting, nli, merge_contested, asked
     )
-    if judge is not None:
-        report.nli_calls += judge.calls
-        report.warnings += judge.diagnostics
+    if nli is not None:
+        report.nli_calls += nli.calls
+        report.warnings += nli.diagnostics
     # A later round plans the same contested clusters again: each is reported, and each parked
     # row counted, once.
     fresh = [c for c in clusters if _signature(c) not in report.seen_clusters]
@@ -317,6 +325,7 @@ def consolidate_rows(
     if report.dry_run:
         report.merged += len(todo)
         report.absorbed += sum(len(c.absorbing) for c in todo)
+        queue_reviews(conn, clusters, report)
         return
     for start in range(0, len(todo), CLUSTERS_PER_TXN):
         batch = todo[start : start + CLUSTERS_PER_TXN]
@@ -342,6 +351,42 @@ def consolidate_rows(
         report.longest_txn_ms = max(report.longest_txn_ms, held * 1000)
         if progress is not None:
             progress(min(start + len(batch), len(todo)), len(todo))
+    queue_reviews(conn, clusters, report)
+
+
+def queue_reviews(conn: apsw.Connection, clusters: Sequence[Cluster], report: Report) -> None:
+    """Queue the questions of the pairs the judge could not decide (origin "queue": no agent is
+    here to ask), after the merges: a pair one of whose rows a merge retired is left to the
+    next round, which asks about the merged row. The write path's rule holds: a pair already
+    asked or answered is skipped, at most REVIEWS_PER_WRITE per row. A dry run only counts."""
+    by_row: dict[str, tuple[db.Row, list[tuple[writer.Neighbour, judge.Verdict]]]] = {}
+    for cluster in clusters:
+        for ask in cluster.asks:
+            by_row.setdefault(ask.new.memory.id, (ask.new, []))[1].append((ask.old, ask.verdict))
+    if not by_row:
+        return
+    if report.dry_run:
+        with read_snapshot(conn):
+            report.reviews_queued += sum(
+                len(writer.to_ask(conn, row_id, judged)) for row_id, (_, judged) in by_row.items()
+            )
+        return
+    items = list(by_row.items())
+    for start in range(0, len(items), REVIEWS_PER_TXN):
+
+        def apply(conn: apsw.Connection, chunk=items[start : start + REVIEWS_PER_TXN]) -> None:
+            at = config.now_iso()
+            for row_id, (row, judged) in chunk:
+                ids = [row_id, *(n.candidate.id for n, _ in judged)]
+                live = {m.id for m in memories.get_many(conn, ids) if m.live}
+                judged = [(n, v) for n, v in judged if n.candidate.id in live]
+                if row_id in live and judged:
+                    ns = row.memory.namespace
+                    asked = writer.ask_about(conn, row_id, ns, judged, at, "queue")
+                    report.reviews_queued += len(asked)
+
+        _, held = bounded.commit(conn, apply)
+        report.longest_txn_ms = max(report.longest_txn_ms, held * 1000)
 
 
 def prune(
@@ -456,6 +501,9 @@ def summary_line(report: dict[str, Any], what: str = "consolidate") -> str:
         f"{what}: {verb} {report['merged']} cluster(s), {report['absorbed']} row(s) absorbed; "
         f"{report['parked']} contested row(s) parked"
     )
+    if report.get("reviews_queued"):
+        verb = "would queue" if report["dry_run"] else "queued"
+        line += f"; {verb} {report['reviews_queued']} review(s) (zmem review)"
     if report["pruned"]:
         line += f"; {'would prune' if report['dry_run'] else 'pruned'} {report['pruned']}"
     line += f"; live rows {report['live_before']} -> {report['live_after']}"

@@ -356,18 +356,26 @@ def run(
     return report
 
 
+# A pair the judge asked about leans "same" far more often than it is (0.68 of such pairs in
+# the dev pair sets were duplicates; among LoCoMo's chat turns almost none were), and hiding a
+# distinct row loses a fact while showing a twin costs a line. Only a pair this close gives up
+# one row; below it MMR's similarity penalty is what keeps near-copies apart (docs/decisions.md).
+TWIN_SIMILARITY = 0.9
+
+
 def _under_review(conn: apsw.Connection, hits: list[Hit], gate_none_floor: float) -> list[Hit]:
     """Two rows the write-time judge asked about and nobody has answered yet (issue 50): when
-    they may be the same, only one takes the injection budget, the best-ranked that the hooks'
-    gate will let through (a row only ever gives way to one that is shown); when they may
-    contradict, both carry a tag that says so, as a contested link does."""
+    they are near-copies that may be the same, only one takes the injection budget, the
+    best-ranked that the hooks' gate will let through (a row only ever gives way to one that is
+    shown); when they may contradict, both carry a tag that says so, as a contested link
+    does."""
     pending = review_db.pending_between(conn, [h.id for h in hits])
     if not pending:
         return hits
     same: dict[str, set[str]] = {}
     disputed: dict[str, str] = {}
-    for new, old, likely in pending:
-        if likely == "same":
+    for new, old, likely, similarity in pending:
+        if likely == "same" and similarity >= TWIN_SIMILARITY:
             same.setdefault(new, set()).add(old)
             same.setdefault(old, set()).add(new)
         elif likely == "contradicts":
