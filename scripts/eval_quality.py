@@ -134,6 +134,11 @@ def main() -> int:
         "--mmr", action="store_true", help="recall with MMR on, as the hooks and the CLI do"
     )
     ap.add_argument(
+        "--fusion",
+        action="store_true",
+        help="rank hybrid reads with the hand-set fusion instead of the learned ranker",
+    )
+    ap.add_argument(
         "--with-global",
         action="store_true",
         help="recall every item with --include-global (what the prompt hook does)",
@@ -152,6 +157,8 @@ def main() -> int:
             (name, value.lower() in ("1", "true", "yes") if kind is bool else kind(value))
         )
     runner.MMR = args.mmr
+    if args.fusion:
+        constants.append(("ranker.ACTIVE", None))
     weights = None
     if args.weights:
         try:

@@ -142,6 +142,7 @@ RUNTIME_FILES = [
     "zmem/webui/static/app.js",
     "zmem/capture/injection_weights.json",
     "zmem/capture/injection_weights.f32",
+    "zmem/retrieval/ranker_weights.json",
 ]
 
 

@@ -42,7 +42,7 @@ class Variant:
     weights: Weights = DEFAULT_WEIGHTS
     # zmem.retrieval constants this variant reads with, ("mmr.SIMILARITY_FLOOR", 0.85): set
     # around its reads and put back after, as eval_quality.py --param does for the coding sets.
-    constants: tuple[tuple[str, float], ...] = ()
+    constants: tuple[tuple[str, Any], ...] = ()
 
     def applied(self) -> AbstractContextManager[None]:
         return harness.retrieval_constants(self.constants)
@@ -68,6 +68,11 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("no-links", "without link expansion", link_hops=0),
     Variant("no-mmr", "without MMR", mmr=False),
     Variant("bench", "without both (what bench_locomo.py reads)", link_hops=0, mmr=False),
+    Variant(
+        "fusion",
+        "the hand-set fusion instead of the learned ranker",
+        constants=(("ranker.ACTIVE", None),),
+    ),
     Variant("lexical", "FTS and entity lanes only", hybrid=False),
     Variant("dense", "the vector lane alone", dense_only=True),
     Variant(

@@ -103,6 +103,19 @@ def run_modes(
     items = gold.load(gold_path)
     if include_global:  # every item as the prompt hook asks: with the global tier
         items = [dataclasses.replace(i, include_global=True) for i in items]
+    with corpus_store(store_path, corpus_path, profile=profile) as (store, ids):
+        return {
+            mode: runner.evaluate(store, items, ids, k, weights=weights, mode=mode)
+            for mode in modes
+        }
+
+
+@contextmanager
+def corpus_store(
+    store_path: Path, corpus_path: Path | None, *, profile: str
+) -> Iterator[tuple[MemoryStore, dict[str, str]]]:
+    """The store built from corpus_path (or the fixture) at store_path, open at the gold set's
+    query clock, with key -> memory id; the operator's settings and clock come back on exit."""
     rows = fixture.load_corpus(corpus_path) if corpus_path is not None else None
     cleared = {name: os.environ.pop(name) for name in _ISOLATED if name in os.environ}
     try:
@@ -110,10 +123,7 @@ def run_modes(
             store, ids = _open(store_path, rows)
             try:
                 os.environ["ZMEM_TEST_NOW"] = fixture.QUERY_AT
-                return {
-                    mode: runner.evaluate(store, items, ids, k, weights=weights, mode=mode)
-                    for mode in modes
-                }
+                yield store, ids
             finally:
                 store.close()
     finally:

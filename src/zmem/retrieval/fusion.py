@@ -93,6 +93,12 @@ def relevance(native: Mapping[str, float], e: float) -> float:
     fills in (weight 1 - e^2). When no row does (e low: a paraphrase), a lexical row counts by
     its own coverage and meaning takes over. Rows found by both lanes get the agreement bonus.
     Dev sets and the variants tried are in docs/benchmarks.md."""
+    return relevance_parts(native, e)[0]
+
+
+def relevance_parts(native: Mapping[str, float], e: float) -> tuple[float, float, float]:
+    """(relevance, the gated words evidence, the gated meaning evidence): relevance's parts,
+    which the learned ranker reads as features too."""
     lex = native.get("fts", 0.0)
     cov = native.get("coverage", 0.0)
     dense = native.get("vector", 0.0)
@@ -101,9 +107,10 @@ def relevance(native: Mapping[str, float], e: float) -> float:
     # linear gate gave dense rows too much say there; see docs/benchmarks.md).
     lexical = lex * (cov + (1.0 - cov) * e * e)
     semantic = dense * (1.0 - SEMANTIC_GATE * e * e)
-    return min(
+    rel = min(
         1.0, max(lexical, semantic, ENTITY_WEIGHT * ent) + AGREEMENT_BONUS * min(lexical, semantic)
     )
+    return rel, lexical, semantic
 
 
 def coverage(terms: Iterable[str], tokens: Iterable[str]) -> float:

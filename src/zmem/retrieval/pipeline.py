@@ -20,7 +20,7 @@ from zmem.db import reviews as review_db
 from zmem.db.memories import namespace_aliases
 from zmem.db.recall import Scope
 from zmem.models import GLOBAL_NAMESPACE, Hit
-from zmem.retrieval import fusion, links
+from zmem.retrieval import fusion, links, ranker
 from zmem.retrieval import unfold as lineage
 from zmem.retrieval.lanes import Lane, LaneResult, QueryPlan, VectorLane
 from zmem.retrieval.mmr import Similarity, mmr_order
@@ -107,6 +107,7 @@ class Fused:
     rrf: dict[int, float]
     ranks: dict[int, dict[str, int]]
     natives: dict[int, dict[str, float]]
+    dense_ran: bool = False  # the vector lane ranked this pool (a hybrid read)
 
 
 class Scored(NamedTuple):
@@ -152,16 +153,25 @@ def fuse(
             if dense:
                 native[VectorLane.name] = dense
         natives[rid] = native
-    return Fused(cands, rrf, ranks, natives)
+    return Fused(cands, rrf, ranks, natives, dense_ran and len(results) > 1)
 
 
 def floor_and_score(
-    ctx: ScoringContext, fused: Fused, floor: float, tier: Tier, tracer: Tracer
+    ctx: ScoringContext,
+    plan: QueryPlan,
+    fused: Fused,
+    floor: float,
+    tier: Tier,
+    tracer: Tracer,
 ) -> tuple[dict[int, Scored], list[int]]:
     """Rows at or above the effective-confidence floor, scored, best first (ties: RRF, then the
-    newer row)."""
+    newer row). On a hybrid read the learned ranker gives the relevance part of the score when
+    it was trained on this store's embedding model; otherwise the hand-set fusion does."""
     e = fusion.query_coverage(fused.natives.values())
-    scored: dict[int, Scored] = {}
+    scorer = ranker.active(plan.vector_model) if fused.dense_ran else None
+    if scorer is not None:
+        ctx.ranked_by = "learned"
+    kept: list[tuple[int, float, bool]] = []
     for rid, cand in fused.cands.items():
         m = cand.memory
         conf, stale = ctx.effective(m)
@@ -174,8 +184,20 @@ def floor_and_score(
                     )
                 )
             continue
-        rel = fusion.relevance(fused.natives[rid], e)
-        scored[rid] = Scored(ctx.score(m, rel, conf), rel, conf, stale)
+        kept.append((rid, conf, stale))
+    if scorer is not None:
+        stats = ranker.query_stats(plan.text, plan.terms, fused.natives.values())
+        rels = scorer.relevances(
+            [fused.cands[rid].memory.id for rid, _, _ in kept],
+            stats,
+            [fused.natives[rid] for rid, _, _ in kept],
+            [fused.ranks[rid] for rid, _, _ in kept],
+        )
+    else:
+        rels = [fusion.relevance(fused.natives[rid], e) for rid, _, _ in kept]
+    scored: dict[int, Scored] = {}
+    for (rid, conf, stale), rel in zip(kept, rels, strict=True):
+        scored[rid] = Scored(ctx.score(fused.cands[rid].memory, rel, conf), rel, conf, stale)
     order = sorted(scored, key=lambda rid: (-scored[rid].score, -fused.rrf[rid], -rid))
     return scored, order
 
@@ -290,7 +312,7 @@ def run_tier(
     tracer: Tracer = NO_TRACE,
 ) -> TierResult:
     fused = fuse(ctx.conn, plan, pool(ctx.conn, plan, lanes, tier), tier.scope.as_of)
-    scored, order = floor_and_score(ctx, fused, floor, tier, tracer)
+    scored, order = floor_and_score(ctx, plan, fused, floor, tier, tracer)
     # Only the head of the order can be presented; MMR looks this deep for alternatives.
     window = max(MMR_WINDOW_MIN, tier.limit * MMR_WINDOW_PER_RESULT)
     omitted: list[str] = []
@@ -345,6 +367,7 @@ def run(
         hits = _under_review(conn, hits, settings.inject_floor_gate_none)
     report.hits = _with_cards(conn, hits)
     report.warnings = ctx.warnings
+    report.ranker = ctx.ranked_by
     _finish(report, settings, req, tracer)
     if tracer.on:
         for rank, h in enumerate(report.hits, start=1):

@@ -120,7 +120,7 @@ class RecallRequest:
             return settings.inject_floor_recent
         return settings.inject_floor_prompt
 
-    def explain_settings(self, hybrid: bool) -> dict[str, Any]:
+    def explain_settings(self, hybrid: bool, ranker: str = "fusion") -> dict[str, Any]:
         return {
             "namespace": self.namespace,
             "limit": self.limit,
@@ -130,6 +130,7 @@ class RecallRequest:
             "passive": self.passive,
             "as_of": self.as_of,
             "hybrid": hybrid,
+            "ranker": ranker,
         }
 
 
@@ -178,6 +179,9 @@ class RecallReport:
     omitted_distrusted: int = 0  # written by a team member `zmem hub distrust` names
     pool: int = 0  # candidates the lanes returned, before any filter
     hybrid: bool = False
+    # What ordered the candidates: "learned" (the shipped ranker, issue 51) or "fusion" (the
+    # hand-set relevance: a lexical read, another embedding model, no weights file).
+    ranker: str = "fusion"
     tiers: list[Tier] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     trace: dict[str, TraceEntry] = field(default_factory=dict)  # filled when explain traced

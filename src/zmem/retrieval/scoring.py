@@ -59,6 +59,7 @@ class ScoringContext:
         self.settings = settings
         self.reference: datetime = config.parse_instant(as_of) if as_of else config.now()
         self.warnings: list[str] = []
+        self.ranked_by = "fusion"  # "learned" once the learned ranker orders a tier
         self._states: dict[str, str | None] = {}
         # Team members this machine keeps out of passive injection (`zmem hub distrust`), read
         # on the first passive check: an explicit read never asks.

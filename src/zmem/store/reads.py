@@ -61,7 +61,7 @@ class Reader:
                 found = explain.verdicts(self._conn, req, report, target, req.floor(self.settings))
         except Exception as exc:  # the debugger must never fail the recall it explains
             found = [explain.Verdict(None, "explain_unavailable", detail={"error": repr(exc)})]
-        return report, found, req.explain_settings(report.hybrid)
+        return report, found, req.explain_settings(report.hybrid, report.ranker)
 
     def _ranked(
         self, req: RecallRequest, *, unfold: bool | None = None, tracer: Tracer = NO_TRACE
