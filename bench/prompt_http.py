@@ -15,6 +15,9 @@ starts one when the request comes), each timed from the POST to the reply.
         # this tree's keeper and that tree's, each on its own copy of the store, alternated
     .venv/bin/python bench/prompt_http.py --scale-store \\
         ~/.cache/zmem-bench/recall-hybrid-v3-100000-20241202.sqlite
+    .venv/bin/python bench/prompt_http.py --entity-heavy [--vs ...]   # issue 51's hard prompts:
+        # bench/entity_heavy.py's store (each module/service/client name in 50-100 rows) and
+        # prompts naming 1-3 of them; p50/p95 per prompt as well as overall
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "src"))
 
+import entity_heavy  # noqa: E402 - issue 51's store and prompts
 import hooks as hook_bench  # noqa: E402 - the same stores, prompts and launcher timing
 
 from zmem.resident import http_hook, keeper  # noqa: E402
@@ -113,11 +117,20 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/hookbench", help="store dir shared with hooks.py")
     ap.add_argument("--scale-store", type=Path, help="a bench/recall_scale.py store to use")
     ap.add_argument("--vs", default=None, help="another tree's src/: its keeper, alternated")
+    ap.add_argument(
+        "--entity-heavy", action="store_true",
+        help="bench/entity_heavy.py's store (names shared by 50-100 rows) and its prompts",
+    )  # fmt: skip
     args = ap.parse_args()
     work = Path(args.work)
     prompts = hook_bench.PROMPTS
+    build_store = hook_bench.build_store
     if args.scale_store:
         data, project, prompts, args.memories = hook_bench.scale_store(args.scale_store, work)
+    elif args.entity_heavy:
+        data = work / f"data-{args.profile}-entity-{args.memories}"
+        project = work / "bench"
+        prompts, build_store = entity_heavy.PROMPTS, entity_heavy.build_store
     else:
         data = work / f"data-{args.profile}-{args.memories}"
         project = work / "bench"
@@ -131,7 +144,7 @@ def main() -> None:
     store = data / "store.sqlite"
     if not store.exists():
         data.mkdir(parents=True, exist_ok=True)
-        hook_bench.build_store(store, args.memories)
+        build_store(store, args.memories)
     from zmem.resident.code import compile_code
 
     compile_code()
@@ -143,6 +156,7 @@ def main() -> None:
         return
     config = start_keeper(data, env)
     http_ms, command_ms, bare_ms = [], [], []
+    http_by_prompt: dict[str, list[float]] = {p: [] for p in prompts}
     injected = 0
     try:
         for i in range(5):  # the resident process warms up; page cache, first shapes
@@ -159,6 +173,7 @@ def main() -> None:
                 if turn == "http":
                     ms, reply = post(config, project, prompt)
                     http_ms.append(ms)
+                    http_by_prompt[prompt].append(ms)
                     injected += b"additionalContext" in reply
                 elif turn == "command":
                     command_ms.append(hook_bench.run_hook(env, project, prompt))
@@ -202,6 +217,7 @@ def main() -> None:
         f"resident process: {via_daemon}/{args.runs}"
     )
     print(f"http / command p50: {statistics.median(http_ms) / statistics.median(command_ms):.2f}")
+    print_per_prompt({"http hook": http_by_prompt})
     print("\nThe answering process gone, POST to reply (ms), hook timeout 10 s:")
     print("| case | each |\n|---|---|")
     print(f"| killed (SIGKILL), the keeper starts the next at once | {_each(killed_ms)} |")
@@ -226,10 +242,14 @@ def compare(data: Path, project: Path, env: dict[str, str], prompts: list[str], 
             for name in sides:
                 post(configs[name], project, prompts[i % len(prompts)])
         times: dict[str, list[float]] = {name: [] for name in sides}
+        by_prompt = {name: {p: [] for p in prompts} for name in sides}
         for i in range(args.runs):
             order = list(sides) if i % 2 == 0 else list(reversed(sides))
+            prompt = prompts[i % len(prompts)]
             for name in order:
-                times[name].append(post(configs[name], project, prompts[i % len(prompts)])[0])
+                ms = post(configs[name], project, prompt)[0]
+                times[name].append(ms)
+                by_prompt[name][prompt].append(ms)
     finally:
         for d, _ in sides.values():
             if http_hook.running(d):
@@ -242,6 +262,28 @@ def compare(data: Path, project: Path, env: dict[str, str], prompts: list[str], 
     a, b = times.values()
     ratio = statistics.median(x / y for x, y in zip(a, b, strict=True))
     print(f"median paired ratio (this tree / {args.vs}): {ratio:.3f}")
+    print_per_prompt(by_prompt)
+
+
+def print_per_prompt(sides: dict[str, dict[str, list[float]]]) -> None:
+    """p50/p95 of each prompt on each side (a prompt's time depends on what it names), with
+    the median paired ratio per prompt when there are two sides."""
+    names = list(sides)
+    head = " | ".join(f"{n} p50 | {n} p95" for n in names)
+    ratio = len(names) == 2
+    print(f"\n| prompt | runs | {head} |" + (" ratio |" if ratio else ""))
+    print("|---|---:|" + "---:|---:|" * len(names) + ("---:|" if ratio else ""))
+    for prompt in sides[names[0]]:
+        xs = [sides[n][prompt] for n in names]
+        if not xs[0]:
+            continue
+        cells = " | ".join(
+            f"{statistics.median(x):.1f} | {hook_bench.pct(x, 0.95):.1f}" for x in xs
+        )
+        line = f"| {prompt[:48]} | {len(xs[0])} | {cells} |"
+        if ratio:
+            line += f" {statistics.median(a / b for a, b in zip(*xs, strict=True)):.3f} |"
+        print(line)
 
 
 def _each(values: list[float]) -> str:

@@ -272,3 +272,122 @@ def test_own_vector_evidence_needs_the_query_model():
     assert VectorLane.evidence(plan, stored[:8], "model-a") == 0.0  # another size
     unknown = QueryPlan("q", query, (0.2, 0.55))
     assert VectorLane.evidence(unknown, stored, "model-b") == 1.0
+
+
+# ---- the bound on rows holding only common terms (issue 51) ---------------------------------
+
+
+@pytest.fixture
+def recurring_phrase_store(store):
+    """A team's recurring phrase: every row says 'retry the call', some twice; a few also name
+    a service. Rows alternate between two namespaces; distinct markers keep them apart."""
+    for i in range(40):
+        named = f"service{i // 7 % 3} owner" if i % 7 == 0 else f"queue{i}"
+        again = " then retry the call" if i % 4 == 0 else ""
+        store.add(
+            f"retry the call to {named}{again} cache{i} marker{i}",
+            namespace="project:a" if i % 3 else "project:b",
+            type="fact",
+            signal="test",
+        )
+    return store
+
+
+def _fts_lane_oracle(conn, query, scope, depth, newest):
+    """The FTS lane as scoped joins over every row: the AND pass, the informative OR, the full
+    OR. A pass whose rows can hold only common terms (the full OR after the informative one,
+    every pass when no term is informative) sees only its expression's `newest` matches."""
+    plan = QueryPlan(query)
+    terms, informative = plan.terms, plan.informative_terms(conn)
+    passes = [(terms, "AND")] if len(terms) > 1 else []
+    if informative and len(informative) < len(terms):
+        passes.append((informative, "OR"))
+    passes.append((terms, "OR"))
+    ranked: list[int] = []
+    for pass_terms, operator in passes:
+        match = fts_expression(pass_terms, operator)
+        rows = db.fts_lane(conn, match, scope, 10**6)
+        common_only = not informative or (pass_terms is terms and operator == "OR")
+        if common_only and len(informative) < len(terms):
+            window = {
+                r for (r,) in conn.execute(
+                    "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? "
+                    "ORDER BY rowid DESC LIMIT ?",
+                    (match, newest),
+                )
+            }  # fmt: skip
+            rows = [(r, s) for r, s in rows if r in window]
+        ranked += [r for r, _ in rows if r not in ranked][: depth - len(ranked)]
+    return ranked
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    query=st.sampled_from(
+        ["retry service0", "service1 owner call", "retry the call", "call", "queue7 retry"]
+    ),
+    namespace=st.sampled_from([None, "project:a", "project:b"]),
+    depth=st.integers(min_value=1, max_value=45),
+    newest=st.sampled_from([3, 8, 20, 500]),
+)
+def test_common_term_rows_are_ranked_among_the_newest(
+    recurring_phrase_store, monkeypatch, query, namespace, depth, newest
+):
+    """Rows holding an informative term rank exactly as before; rows holding only terms half
+    the store holds are ranked among their pass's newest COMMON_TERM_ROWS matches, so with
+    the bound above the matches (500 here) the lane is the unbounded one."""
+    monkeypatch.setattr(lanes, "COMMON_TERM_ROWS", newest)
+    conn = recurring_phrase_store._conn
+    scope = Scope(None if namespace is None else (namespace,), None, 0.25)
+    out = lanes.FtsLane().run(conn, QueryPlan(query), scope, depth)
+    assert out.ranked == _fts_lane_oracle(conn, query, scope, depth, newest)
+
+
+def test_a_shared_phrase_no_longer_has_every_row_scored(recurring_phrase_store, monkeypatch):
+    monkeypatch.setattr(lanes, "COMMON_TERM_ROWS", 6)
+    conn = recurring_phrase_store._conn
+    plan = QueryPlan("retry service0")
+    assert plan.informative_terms(conn) == ["service0"]
+    seen = _recorded_fts(monkeypatch)
+    newest: list[int] = []
+    real = db.fts_newest_top
+
+    def recording(conn, match, limit):
+        rows = real(conn, match, limit)
+        newest.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(db, "fts_newest_top", recording)
+    scope = Scope(None, None, 0.25)
+    out = lanes.FtsLane().run(conn, plan, scope, 50)
+    service0 = {
+        r for (r,) in conn.execute("SELECT rid FROM memory WHERE content LIKE '%service0 %'")
+    }
+    six = {r for (r,) in conn.execute("SELECT rid FROM memory ORDER BY rid DESC LIMIT 6")}
+    assert set(out.ranked[: len(service0)]) == service0  # the best rows, first
+    assert set(out.ranked[len(service0) :]) == six - service0  # then the newest others only
+    assert newest == [6]  # FTS5 scored 6 of the 40 rows holding "retry"
+    assert '"retry" OR "service0"' not in seen  # and never ranked all of them
+
+
+def test_a_query_of_common_terms_ranks_the_newest_rows(recurring_phrase_store, monkeypatch):
+    monkeypatch.setattr(lanes, "COMMON_TERM_ROWS", 5)
+    conn = recurring_phrase_store._conn
+    out = lanes.FtsLane().run(conn, QueryPlan("retry"), Scope(None, None, 0.25), 50)
+    newest = [r for (r,) in conn.execute("SELECT rid FROM memory ORDER BY rid DESC LIMIT 5")]
+    assert sorted(out.ranked) == sorted(newest)
+    # Ranked by bm25 among them: the rows saying the phrase twice first.
+    twice = {r for r in newest if "then retry" in db.fetch(conn, [r])[r].memory.content}
+    assert twice and set(out.ranked[: len(twice)]) == twice
+
+
+def test_recall_naming_a_rare_term_beside_a_shared_phrase(recurring_phrase_store, monkeypatch):
+    monkeypatch.setattr(lanes, "COMMON_TERM_ROWS", 4)
+    hits = recurring_phrase_store.recall(
+        "why do we retry the call to service2", namespace="project:a", limit=3, link_hops=0,
+        no_mmr=True, telemetry=False,
+    )  # fmt: skip
+    # Two rows of project:a name service2: they lead, above rows saying only the phrase.
+    assert ["service2" in h.memory.content for h in hits] == [True, True, False]

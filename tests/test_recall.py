@@ -436,6 +436,55 @@ def test_passive_link_expansion_never_adds_unsafe_rows(store):
     assert ids(store.recall("release branch", namespace=NS, passive=True)) == [hit]
 
 
+def _hub(store, blocked: int = 0) -> tuple[str, list[str]]:
+    """A row linked to 14 others, strongest link first; the `blocked` strongest are web rows
+    a passive read never shows."""
+    hub = add(store, "the flaky upload step retries through the proxy")
+    spokes = []
+    for i in range(14):
+        taint = "untrusted_web" if i < blocked else None
+        spoke = add(store, f"spoke {i} note on bucket{i} quota{i}", taint=taint)
+        store.add_link(hub, spoke, "related", score=round(0.99 - i / 100, 2))
+        spokes.append(spoke)
+    return hub, spokes
+
+
+def test_neighbours_read_in_pages_are_a_prefix_of_all(store):
+    from zmem.db import recall as db
+    from zmem.db.recall import Scope
+    from zmem.retrieval.links import EXPAND_RELATIONS
+
+    hub, spokes = _hub(store)
+    conn, scope = store._conn, Scope((NS,), None, 0.0)
+    every = db.neighbours(conn, hub, EXPAND_RELATIONS, scope)
+    assert [m.id for m, _, _ in every][::2] == spokes  # each comes once per link direction
+    for k in range(len(every) + 2):
+        assert db.neighbours(conn, hub, EXPAND_RELATIONS, scope, k) == every[:k]
+
+
+def test_link_expansion_reads_a_page_of_a_hub(store, monkeypatch):
+    from zmem.db import recall as db
+
+    hub, spokes = _hub(store)
+    asked: list[int | None] = []
+    real = db.neighbours
+
+    def recording(conn, memory_id, relations, scope, limit=None):
+        asked.append(limit)
+        return real(conn, memory_id, relations, scope, limit)
+
+    monkeypatch.setattr(db, "neighbours", recording)
+    hits = store.recall("flaky upload proxy", namespace=NS, limit=1)
+    assert ids(hits) == [hub, spokes[0], spokes[1]]  # the two strongest links
+    assert asked == [6]  # 2 * (budget 2 + 1 row listed), not all 28
+
+
+def test_link_expansion_pages_past_rows_it_skips(store):
+    hub, spokes = _hub(store, blocked=5)  # more than the first page holds
+    hits = store.recall("flaky upload proxy", namespace=NS, limit=1, passive=True)
+    assert ids(hits) == [hub, spokes[5], spokes[6]]
+
+
 # ---- lineage unfold -------------------------------------------------------------------------
 
 

@@ -64,6 +64,20 @@ def fts_lane(
     return [(r[0], r[1]) for r in conn.execute(sql, [match, *params, limit])]
 
 
+def fts_newest_top(conn: apsw.Connection, match: str, newest: int) -> list[tuple[int, float]]:
+    """(rid, bm25) best first over only the `newest` matching rows (highest rid), filters left
+    to the caller: FTS5 hands its matches out in rowid order without scoring them, so bm25()
+    runs on at most `newest` rows however many hold the terms. fts_top's ranking when no more
+    rows match."""
+    sql = (
+        "SELECT rowid, s FROM ("
+        f"  SELECT rowid, bm25(memory_fts, {BM25_WEIGHTS[0]}, {BM25_WEIGHTS[1]}) AS s "
+        "  FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+        ") ORDER BY s, rowid DESC"
+    )
+    return [(r[0], r[1]) for r in conn.execute(sql, (match, newest))]
+
+
 def fts_top(conn: apsw.Connection, match: str, limit: int) -> list[tuple[int, float]]:
     """(rid, bm25) best first over every row, filters left to the caller: FTS5 ranks without
     touching the memory table, ~3x cheaper per matched row than the scoped join."""
@@ -203,9 +217,16 @@ def entity_cards(
 
 
 def neighbours(
-    conn: apsw.Connection, memory_id: str, relations: Sequence[str], scope: Scope
+    conn: apsw.Connection,
+    memory_id: str,
+    relations: Sequence[str],
+    scope: Scope,
+    limit: int | None = None,
 ) -> list[tuple[Memory, str, float | None]]:
-    """Rows one link away (either direction) that the scope admits, strongest link first."""
+    """Rows one link away (either direction) that the scope admits, strongest link first; the
+    first `limit` of them (None: all). The order is total (a row linked both ways comes
+    twice, alike), so a shorter list is a prefix of a longer one: a row linked to a hundred
+    near-duplicates builds the few that link expansion reads, not all of them."""
     where, params = scope.clause()
     marks = ",".join("?" * len(relations))
     sql = (
@@ -215,10 +236,10 @@ def neighbours(
         f"  UNION ALL SELECT src, relation, score FROM memory_link WHERE dst = ? "
         f"    AND relation IN ({marks})"
         f") AS l CROSS JOIN memory AS m ON m.id = l.other WHERE {where} "
-        "ORDER BY l.score DESC NULLS LAST, m.rid DESC"
+        "ORDER BY l.score DESC NULLS LAST, m.rid DESC, l.relation LIMIT ?"
     )
-    rows = conn.execute(sql, [memory_id, *relations, memory_id, *relations, *params])
-    return [(_row_to_memory(r[:-2]), r[-2], r[-1]) for r in rows]
+    args = [memory_id, *relations, memory_id, *relations, *params, -1 if limit is None else limit]
+    return [(_row_to_memory(r[:-2]), r[-2], r[-1]) for r in conn.execute(sql, args)]
 
 
 def by_id(conn: apsw.Connection, memory_id: str) -> Memory | None:

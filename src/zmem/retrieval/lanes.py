@@ -52,6 +52,8 @@ class QueryPlan:
     _fts_tops: dict[str, tuple[int, list[tuple[int, float]]]] = field(
         default_factory=dict, repr=False
     )
+    # match expression -> the bm25 ranking of its newest COMMON_TERM_ROWS rows
+    _fts_newest: dict[str, list[tuple[int, float]]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def terms(self) -> list[str]:
@@ -102,6 +104,14 @@ class QueryPlan:
             self._informative = [t for t in self.terms if 2 * rows.get(t, 0) < bound]
         return self._informative
 
+    def fts_newest(self, conn: apsw.Connection, match: str) -> list[tuple[int, float]]:
+        """db.fts_newest_top over COMMON_TERM_ROWS rows, once per expression and recall (every
+        tier keeps its own from the one ranking)."""
+        rows = self._fts_newest.get(match)
+        if rows is None:
+            rows = self._fts_newest[match] = db.fts_newest_top(conn, match, COMMON_TERM_ROWS)
+        return rows
+
     def fts_top(self, conn: apsw.Connection, match: str, window: int) -> list[tuple[int, float]]:
         """db.fts_top, once per expression and recall: ORDER BY is total (score, then rowid),
         so a shallower window is a prefix of a deeper one."""
@@ -150,6 +160,11 @@ class Lane(Protocol):
 # Unscoped rows ranked per wanted row before scoping: at 1M rows ranking inside FTS5 alone costs
 # about a third of the scoped join, and a namespace holding >= 1/8 of the matches is served.
 PREFETCH = 8
+# Rows matching only terms half the store holds are ranked among the newest this many rows
+# that match (whatever their namespace; each tier keeps its own): ten times a prompt's pool of
+# 50, and a bound on the rows FTS5 scores (~1 us each) where every row holding such a term
+# would otherwise be scored. A store with fewer matching rows ranks them all, as before.
+COMMON_TERM_ROWS = 500
 # An entity linked to more rows than this discriminates like a stop word and is left out of
 # the entity lane (its rows still match lexically); counting stops at the cap.
 ENTITY_BROAD_LINKS = 2000
@@ -160,7 +175,13 @@ class FtsLane:
     OR pool by score, so a long query still ranks complete matches on top. The OR pool is
     ranked over the informative terms first: a term held by half the store adds nothing to
     bm25 but would make FTS5 score every row it holds (all 100k of them, ~15 ms per 10k); rows
-    matching only such terms come after, from the full OR, when the pool is still short."""
+    matching only such terms come after, from the full OR, when the pool is still short.
+
+    A pass whose rows can hold nothing but such terms (the full OR after the informative one,
+    or any pass when no term is informative) ranks only the newest COMMON_TERM_ROWS rows that
+    match it: FTS5 clamps such a term's IDF to 1e-6, so these rows are ordered by length alone,
+    and ranking all of them took 7.5-11 of a prompt's 23-31 ms when a team's recurring phrasing
+    filled 60% of a 10k-row store (issue 51, docs/benchmarks.md)."""
 
     name = "fts"
 
@@ -169,23 +190,30 @@ class FtsLane:
         terms = plan.terms
         if not terms or depth <= 0:
             return out
+        informative = plan.informative_terms(conn)
         scores: dict[int, float] = {}
+        passes: list[tuple[list[str], str]] = []
         if len(terms) > 1:
-            for rid, s in _scoped_top(conn, fts_expression(terms, "AND"), scope, depth, plan):
-                out.ranked.append(rid)
-                scores[rid] = s
-        passes = [terms]
-        if len(terms) > 1 and len(out.ranked) < depth:  # one term: nothing to leave out
-            informative = plan.informative_terms(conn)
-            if informative and len(informative) < len(terms):
-                passes.insert(0, informative)
-        for pass_terms in passes:
+            passes.append((terms, "AND"))
+        if informative and len(informative) < len(terms):
+            passes.append((informative, "OR"))
+        passes.append((terms, "OR"))  # one term: the same as an AND
+        for pass_terms, operator in passes:
             if len(out.ranked) >= depth:
                 break
             # Over-fetch by what earlier passes found: those rows come back and are skipped.
             want = depth + len(out.ranked)
-            match = fts_expression(pass_terms, "OR")
-            for rid, s in _scoped_top(conn, match, scope, want, plan):
+            match = fts_expression(pass_terms, operator)
+            if len(informative) < len(terms) and (
+                # The full OR comes after an exhausted informative pass (it left the pool
+                # short), so every row it adds holds common terms only; with no informative
+                # term at all, so does every row of every pass.
+                not informative or (pass_terms is terms and operator == "OR")
+            ):
+                found = _admitted(conn, plan.fts_newest(conn, match), scope, want)[0]
+            else:
+                found = _scoped_top(conn, match, scope, want, plan)
+            for rid, s in found:
                 if rid not in scores:
                     out.ranked.append(rid)
                     scores[rid] = s
@@ -212,19 +240,27 @@ def _scoped_top(
     ranking is the plan's, shared by the recall's tiers."""
     window = want * PREFETCH
     top = plan.fts_top(conn, match, window)
-    # The scope is checked a slice at a time, best rows first: a namespace holding most of the
-    # matches is served by the first slice instead of probing all want * PREFETCH rows.
+    survivors, enough = _admitted(conn, top, scope, want)
+    if enough or len(top) < window:
+        return survivors
+    return db.fts_lane(conn, match, scope, want)
+
+
+def _admitted(
+    conn: apsw.Connection, ranked: list[tuple[int, float]], scope: Scope, want: int
+) -> tuple[list[tuple[int, float]], bool]:
+    """The first `want` rows of a ranking that the scope admits, and whether there were that
+    many. The scope is checked a slice at a time, best rows first: a namespace holding most of
+    the matches is served by the first slice instead of probing the whole ranking."""
     survivors: list[tuple[int, float]] = []
     step = 2 * want
-    for start in range(0, len(top), step):
-        part = top[start : start + step]
+    for start in range(0, len(ranked), step):
+        part = ranked[start : start + step]
         admitted = db.in_scope(conn, [rid for rid, _ in part], scope)
         survivors += [(rid, s) for rid, s in part if rid in admitted]
         if len(survivors) >= want:
-            return survivors[:want]
-    if len(top) < window:
-        return survivors
-    return db.fts_lane(conn, match, scope, want)
+            return survivors[:want], True
+    return survivors, False
 
 
 class EntityLane:

@@ -5,11 +5,12 @@ carry [CONTESTED LINK]. One indexed lookup per result row, nothing more (no grap
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from zmem.db import recall as db
-from zmem.models import Hit
+from zmem.db.recall import Scope
+from zmem.models import Hit, Memory
 from zmem.retrieval.request import RecallRequest, Tier
 from zmem.retrieval.scoring import ScoringContext
 
@@ -29,7 +30,7 @@ def expand(
     for h in hits:
         if len(extras) >= req.link_budget:
             break
-        for m, relation, score in db.neighbours(ctx.conn, h.id, EXPAND_RELATIONS, scopes[h.tier]):
+        for m, relation, score in _strongest(ctx, h.id, scopes[h.tier], req.link_budget, present):
             if m.id in present:
                 continue
             if req.passive and ctx.passive_block(m) is not None:
@@ -51,3 +52,20 @@ def expand(
             if len(extras) >= req.link_budget:
                 break
     return extras
+
+
+def _strongest(
+    ctx: ScoringContext, memory_id: str, scope: Scope, budget: int, present: set[str]
+) -> Iterator[tuple[Memory, str, float | None]]:
+    """db.neighbours in order, read a page at a time: expansion takes a couple of rows, and a
+    row written among near-duplicates is linked to a hundred of them (~2 ms to build them
+    all). The first page covers the rows expansion skips for being listed already (each
+    neighbour comes once per link direction); a later page is four times the last."""
+    page = 2 * (budget + len(present))
+    done = 0
+    while True:
+        found = db.neighbours(ctx.conn, memory_id, EXPAND_RELATIONS, scope, page)
+        yield from found[done:]
+        if len(found) < page:
+            return
+        done, page = len(found), 4 * page
