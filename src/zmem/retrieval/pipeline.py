@@ -8,7 +8,7 @@ and only --explain turns the tracer on."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 import apsw
@@ -108,6 +108,14 @@ class Fused:
     ranks: dict[int, dict[str, int]]
     natives: dict[int, dict[str, float]]
     dense_ran: bool = False  # the vector lane ranked this pool (a hybrid read)
+    # The rank in the vector lane a row scored by its own vector would have had (history under
+    # --as-of): the learned ranker reads lane ranks, and this row must score as it did live.
+    # Kept apart from `ranks`, which say what each lane actually returned.
+    imputed: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def ranks_for_scoring(self, rid: int) -> dict[str, int]:
+        extra = self.imputed.get(rid)
+        return {**self.ranks[rid], **extra} if extra else self.ranks[rid]
 
 
 class Scored(NamedTuple):
@@ -137,7 +145,12 @@ def fuse(
     positions = [(r.name, {rid: i for i, rid in enumerate(r.ranked, start=1)}) for r in results]
     ranks = {rid: {name: pos[rid] for name, pos in positions if rid in pos} for rid in cands}
     natives: dict[int, dict[str, float]] = {}
+    imputed: dict[int, dict[str, int]] = {}
     dense_ran = plan.vector is not None and any(r.name == VectorLane.name for r in results)
+    ranked_dense = sorted(
+        (v for r in results if r.name == VectorLane.name for v in r.native.values()),
+        reverse=True,
+    )
     for rid, cand in cands.items():
         native = {r.name: r.native[rid] for r in results if rid in r.native}
         if "fts" in native:
@@ -152,8 +165,10 @@ def fuse(
             dense = VectorLane.evidence(plan, cand.embedding, cand.memory.embedding_model)
             if dense:
                 native[VectorLane.name] = dense
+                above = sum(1 for v in ranked_dense if v > dense)
+                imputed[rid] = {VectorLane.name: above + 1}
         natives[rid] = native
-    return Fused(cands, rrf, ranks, natives, dense_ran and len(results) > 1)
+    return Fused(cands, rrf, ranks, natives, dense_ran and len(results) > 1, imputed)
 
 
 def floor_and_score(
@@ -191,7 +206,7 @@ def floor_and_score(
             [fused.cands[rid].memory.id for rid, _, _ in kept],
             stats,
             [fused.natives[rid] for rid, _, _ in kept],
-            [fused.ranks[rid] for rid, _, _ in kept],
+            [fused.ranks_for_scoring(rid) for rid, _, _ in kept],
         )
     else:
         rels = [fusion.relevance(fused.natives[rid], e) for rid, _, _ in kept]
