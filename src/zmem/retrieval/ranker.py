@@ -1,7 +1,7 @@
-"""The learned ranker (issue 51): the features of one fused candidate, the logistic scorer over
-them that scripts/train_ranker.py fits offline, and the weights file shipped beside this module
-(ranker_weights.json). When the file is absent or unreadable, the hand-set fusion
-(fusion.relevance) orders the candidates as before."""
+"""The learned ranker (issue 51): the features of one fused candidate, the linear scorer over
+them that scripts/train_ranker.py fits offline (pairwise logistic loss), and the weights file
+shipped beside this module (ranker_weights.json). When the file is absent or unreadable, the
+hand-set fusion (fusion.relevance) orders the candidates as before."""
 
 from __future__ import annotations
 
@@ -199,10 +199,13 @@ class QueryStats:
     top_vector: float  # the pool's best calibrated cosine
 
 
-def query_stats(text: str, terms: Sequence[str], natives: Iterable[Mapping[str, float]]):
+def query_stats(
+    text: str, terms: Sequence[str], natives: Iterable[Mapping[str, float]]
+) -> QueryStats:
     natives = list(natives)
-    words = text.strip().lower().split()
-    question = 1.0 if "?" in text or (words and words[0] in _QUESTION_WORDS) else 0.0
+    # Only the first word is read: a prompt can be a pasted log of many kilobytes.
+    first = text.lstrip()[:32].lower().split(maxsplit=1)
+    question = 1.0 if "?" in text or (first and first[0] in _QUESTION_WORDS) else 0.0
     return QueryStats(
         e=fusion.query_coverage(natives),
         question=question,
