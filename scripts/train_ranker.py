@@ -12,12 +12,19 @@ LoCoMo; fitted without the coding sets, read on them). LoCoMo data (CC BY-NC) is
         [--out FILE] [--check] [--json-out F] [--l2 1.0]
 """
 
+# ruff: noqa: E402 (the thread pins below must come before any import that loads numpy)
 from __future__ import annotations
+
+import os
+
+# The refit must give the same bits on every run and machine: one BLAS thread (a threaded
+# reduction may sum in another order). Set before numpy loads.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 import argparse
 import hashlib
 import json
-import os
 import sys
 import tempfile
 from contextlib import ExitStack

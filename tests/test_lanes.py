@@ -316,7 +316,12 @@ def _fts_lane_oracle(conn, query, scope, depth, newest):
                     (match, newest),
                 )
             }  # fmt: skip
-            rows = [(r, s) for r, s in rows if r in window]
+            kept = [(r, s) for r, s in rows if r in window]
+            if len(kept) < depth + len(ranked) and len(window) >= newest:
+                # The window is other scopes' rows: the newest `newest` this scope admits.
+                scoped = set(sorted((r for r, _ in rows), reverse=True)[:newest])
+                kept = [(r, s) for r, s in rows if r in scoped]
+            rows = kept
         ranked += [r for r, _ in rows if r not in ranked][: depth - len(ranked)]
     return ranked
 
@@ -391,3 +396,23 @@ def test_recall_naming_a_rare_term_beside_a_shared_phrase(recurring_phrase_store
     )  # fmt: skip
     # Two rows of project:a name service2: they lead, above rows saying only the phrase.
     assert ["service2" in h.memory.content for h in hits] == [True, True, False]
+
+
+def test_a_scope_the_newest_matches_miss_still_gets_its_own_newest_rows(store, monkeypatch):
+    """Found in review: the newest matches overall can all be another namespace's (or written
+    after an --as-of instant); the lane then ranks the newest matches its scope admits
+    instead of coming back empty."""
+    monkeypatch.setattr(lanes, "COMMON_TERM_ROWS", 8)
+    old_b = [
+        store.add(f"deploy note {i} for the b team", namespace="project:b", type="fact",
+                  signal="test").id
+        for i in range(5)
+    ]  # fmt: skip
+    for i in range(30):
+        store.add(f"deploy step {i} of the a pipeline", namespace="project:a", type="fact",
+                  signal="test")  # fmt: skip
+    conn = store._conn
+    assert QueryPlan("deploy").informative_terms(conn) == []  # every row holds it
+    hits = store.recall("deploy", namespace="project:b", limit=5, hybrid=False,
+                        link_hops=0, no_mmr=True, telemetry=False)  # fmt: skip
+    assert sorted(h.id for h in hits) == sorted(old_b)

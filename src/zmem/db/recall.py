@@ -78,6 +78,23 @@ def fts_newest_top(conn: apsw.Connection, match: str, newest: int) -> list[tuple
     return [(r[0], r[1]) for r in conn.execute(sql, (match, newest))]
 
 
+def fts_newest_scoped(
+    conn: apsw.Connection, match: str, scope: Scope, newest: int
+) -> list[tuple[int, float]]:
+    """fts_newest_top inside a scope: (rid, bm25) best first over the `newest` matching rows
+    the scope admits. FTS5 hands out matches newest first, each checked against its row; bm25()
+    runs only on the rows kept."""
+    where, params = scope.clause()
+    sql = (
+        "SELECT rid, s FROM ("
+        f"  SELECT m.rid AS rid, bm25(memory_fts, {BM25_WEIGHTS[0]}, {BM25_WEIGHTS[1]}) AS s "
+        "  FROM memory_fts CROSS JOIN memory AS m ON m.rid = memory_fts.rowid "
+        f"  WHERE memory_fts MATCH ? AND {where} ORDER BY memory_fts.rowid DESC LIMIT ?"
+        ") ORDER BY s, rid DESC"
+    )
+    return [(r[0], r[1]) for r in conn.execute(sql, [match, *params, newest])]
+
+
 def fts_top(conn: apsw.Connection, match: str, limit: int) -> list[tuple[int, float]]:
     """(rid, bm25) best first over every row, filters left to the caller: FTS5 ranks without
     touching the memory table, ~3x cheaper per matched row than the scoped join."""

@@ -179,9 +179,10 @@ class FtsLane:
 
     A pass whose rows can hold nothing but such terms (the full OR after the informative one,
     or any pass when no term is informative) ranks only the newest COMMON_TERM_ROWS rows that
-    match it: FTS5 clamps such a term's IDF to 1e-6, so these rows are ordered by length alone,
-    and ranking all of them took 7.5-11 of a prompt's 23-31 ms when a team's recurring phrasing
-    filled 60% of a 10k-row store (issue 51, docs/benchmarks.md)."""
+    match it (the newest the scope admits, when the newest overall are another scope's): FTS5
+    clamps such a term's IDF to 1e-6, so these rows are ordered by length alone, and ranking
+    all of them took 7.5-11 of a prompt's 23-31 ms when a team's recurring phrasing filled 60%
+    of a 10k-row store (issue 51, docs/benchmarks.md)."""
 
     name = "fts"
 
@@ -210,7 +211,12 @@ class FtsLane:
                 # term at all, so does every row of every pass.
                 not informative or (pass_terms is terms and operator == "OR")
             ):
-                found = _admitted(conn, plan.fts_newest(conn, match), scope, want)[0]
+                window = plan.fts_newest(conn, match)
+                found, enough = _admitted(conn, window, scope, want)
+                if not enough and len(window) >= COMMON_TERM_ROWS:
+                    # The newest matches overall are another namespace's, or rows written
+                    # after an --as-of instant, or retired: rank the newest this scope admits.
+                    found = db.fts_newest_scoped(conn, match, scope, COMMON_TERM_ROWS)[:want]
             else:
                 found = _scoped_top(conn, match, scope, want, plan)
             for rid, s in found:
