@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from zmem import layout, ports
@@ -45,7 +46,9 @@ class Keeper:
         self.crashes: list[float] = []
         self.proc: subprocess.Popen | None = None
 
-    def run(self) -> None:
+    def run(self, before_close: Callable[[], None] | None = None) -> None:
+        """Serve until stopped or no longer wanted; `before_close` runs while the port is still
+        held (the pid file goes first, so a free port always means the keeper is gone)."""
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         start_now = True  # the first resident process: warm before the first prompt
@@ -76,6 +79,8 @@ class Keeper:
                 start_now = len(self.crashes) < CRASHES_BEFORE_WAITING
                 if not start_now:
                     self._pause(CRASH_PAUSE_S)
+        if before_close is not None:
+            before_close()
         self.sock.close()
 
     def _stop(self, *_: object) -> None:
@@ -161,14 +166,18 @@ def main(argv: list[str] | None = None) -> None:
     partial = pid_file.with_name(f".{pid_file.name}.{os.getpid()}")
     partial.write_text(f"{os.getpid()}\n")
     os.replace(partial, pid_file)
-    try:
-        keeper.run()
-    finally:
+
+    def remove_pid() -> None:
         try:
             if pid_file.read_text().strip() == str(os.getpid()):
                 pid_file.unlink()
         except OSError:
             pass
+
+    try:
+        keeper.run(before_close=remove_pid)
+    finally:
+        remove_pid()  # an exception on the way out: the file still goes
 
 
 if __name__ == "__main__":
