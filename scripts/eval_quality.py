@@ -22,22 +22,11 @@ from pathlib import Path
 from zmem.evaluation import harness, runner
 from zmem.retrieval.fusion import DEFAULT_WEIGHTS, Weights
 
-ROOT = Path(__file__).resolve().parents[1]
-EVAL = ROOT / "eval"
 SETS = {
     # name: (corpus or None for the 64-row fixture, gold, tune-side namespaces)
-    "coding": (
-        EVAL / "coding_corpus.jsonl",
-        EVAL / "coding_gold.jsonl",
-        {"project:ferrox", "project:relay-mesh", "project:tidewater", "project:platform-infra"},
-    ),
-    "paraphrase": (
-        EVAL / "paraphrase_corpus.jsonl",
-        EVAL / "paraphrase_gold.jsonl",
-        {"project:billing-api"},
-    ),
+    **harness.DEV_SETS,
     # Too small to split: a check that nothing regressed, quoted whole.
-    "fixture": (None, EVAL / "gold.jsonl", None),
+    "fixture": (None, harness.REPO_GOLD, None),
 }
 K = 5
 

@@ -37,21 +37,6 @@ from zmem.evaluation import dev_protocol, fixture, gold, harness, locomo
 from zmem.evaluation import ranker_train as rt
 from zmem.retrieval import ranker
 
-ROOT = Path(__file__).resolve().parents[1]
-EVAL = ROOT / "eval"
-CODING_SETS = {
-    # name: (corpus, gold, tune-side namespaces): the split eval_quality.py reports by
-    "coding": (
-        EVAL / "coding_corpus.jsonl",
-        EVAL / "coding_gold.jsonl",
-        {"project:ferrox", "project:relay-mesh", "project:tidewater", "project:platform-infra"},
-    ),
-    "paraphrase": (
-        EVAL / "paraphrase_corpus.jsonl",
-        EVAL / "paraphrase_gold.jsonl",
-        {"project:billing-api"},
-    ),
-}
 # The LoCoMo dev conversations the shipped scorer is fitted on; the other two are its
 # validation side.
 LOCOMO_TUNE = {"conv-26", "conv-30", "conv-41"}
@@ -149,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         # ---- build and record --------------------------------------------------------------
         stores: dict[str, tuple[Any, dict[str, str], list[gold.GoldItem], set[str]]] = {}
         pools: list[rt.Pool] = []
-        for name, (corpus, gold_path, tune) in CODING_SETS.items():
+        for name, (corpus, gold_path, tune) in harness.DEV_SETS.items():
             path = work / f"{name}.sqlite"
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)

@@ -4,7 +4,9 @@ and no ZMEM_* setting from the developer's shell leaks in."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import uuid
 from pathlib import Path
 from types import ModuleType
 
@@ -107,6 +109,22 @@ class Cli:
 @pytest.fixture
 def run_cli() -> Cli:
     return Cli()
+
+
+def ingest_file(tmp_path: Path, *rows, namespace: str = "project:t") -> tuple[Path, list[str]]:
+    """A sync file of rows (a text, or a text and its fields) for ingest-jsonl, and their ids
+    in order. Rows of one ingested file never fold into each other, which is how the
+    consolidate and organize tests bring in the duplicates an add would fold as it writes."""
+    lines = []
+    for row in rows:
+        content, fields = (row, {}) if isinstance(row, str) else row
+        lines.append({
+            "id": str(uuid.uuid4()), "namespace": namespace, "content": content,
+            "type": "lesson", "signal": "test", "confidence": 0.9, **fields,
+        })  # fmt: skip
+    path = tmp_path / f"in-{lines[0]['id']}.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path, [line["id"] for line in lines]
 
 
 def add_row(store: MemoryStore, content: str, **kw):

@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import uuid
 from pathlib import Path
 
 import apsw
 import pytest
 
-from conftest import add_row, table_counts
+from conftest import add_row, ingest_file, table_counts
 from zmem import MemoryStore, config
 from zmem.maintenance import backup
 
@@ -38,18 +37,10 @@ UNSURE_PLUS = UNSURE + " manually"
 
 def _ingest(run_cli, tmp_path: Path, *rows, namespace: str = "project:t") -> list[str]:
     """Ingest rows (a text, or a text and its fields) from one file; their ids in order."""
-    lines = []
-    for row in rows:
-        content, fields = (row, {}) if isinstance(row, str) else row
-        lines.append({
-            "id": str(uuid.uuid4()), "namespace": namespace, "content": content,
-            "type": "lesson", "signal": "test", "confidence": 0.9, **fields,
-        })  # fmt: skip
-    path = tmp_path / f"in-{lines[0]['id']}.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    path, ids = ingest_file(tmp_path, *rows, namespace=namespace)
     done = run_cli("ingest-jsonl", "--in", str(path), "--json")
     assert done.exit_code == 0, done.output
-    return [line["id"] for line in lines]
+    return ids
 
 
 def _reviews(run_cli) -> list[tuple[str, str, str]]:

@@ -14,12 +14,11 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import apsw
 
-from conftest import add_row, table_counts
+from conftest import add_row, ingest_file, table_counts
 from zmem import MemoryStore
 
 ZMEM = [sys.executable, "-m", "zmem"]
@@ -32,17 +31,9 @@ PLUS = BASE + " manually"
 
 def _ingest(store, tmp_path: Path, *rows, namespace: str = "project:t") -> list[str]:
     """Ingest rows (a text, or a text and its fields) from one file; their ids in order."""
-    lines = []
-    for row in rows:
-        content, fields = (row, {}) if isinstance(row, str) else row
-        lines.append({
-            "id": str(uuid.uuid4()), "namespace": namespace, "content": content,
-            "type": "lesson", "signal": "test", "confidence": 0.9, **fields,
-        })  # fmt: skip
-    path = tmp_path / f"in-{lines[0]['id']}.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    path, ids = ingest_file(tmp_path, *rows, namespace=namespace)
     store.ingest_jsonl(path)
-    return [line["id"] for line in lines]
+    return ids
 
 
 def _json(run_cli, *args):

@@ -12,11 +12,16 @@ from zmem.cli import output, words
 from zmem.cli.app import cli
 
 
+def _differs(evidence: dict[str, Any]) -> str:
+    """What the judge read as different between the two notes, in words."""
+    return "; ".join(evidence.get("differs") or []) or "worded differently"
+
+
 def review_lines(new_id: str, reviews: list[dict[str, Any]]) -> list[str]:
     """One line per question a write returned, naming the command that answers it."""
     lines = []
     for r in reviews:
-        differs = "; ".join(r["evidence"].get("differs") or []) or "worded differently"
+        differs = _differs(r["evidence"])
         lines.append(
             f"review: is {new_id[:8]} the same as {r['id'][:8]} "
             f'("{output.preview(r["text"], 60)}"; {differs}; leans {r["likely"]})? '
@@ -74,7 +79,7 @@ def review(obj, namespaces, limit, as_json):
         output.emit("no reviews waiting")
         return
     for r in found:
-        differs = "; ".join(r["evidence"].get("differs") or []) or "worded differently"
+        differs = _differs(r["evidence"])
         output.emit(
             f'{r["new"][:8]} "{output.preview(r["new_text"] or "", 60)}"\n'
             f'  vs {r["old"][:8]} "{output.preview(r["old_text"] or "", 60)}"\n'

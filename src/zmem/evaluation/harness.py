@@ -25,6 +25,17 @@ EVAL_DIR = Path(__file__).resolve().parents[3] / "eval"
 REPO_GOLD = EVAL_DIR / "gold.jsonl"
 PARAPHRASE_CORPUS = EVAL_DIR / "paraphrase_corpus.jsonl"
 PARAPHRASE_GOLD = EVAL_DIR / "paraphrase_gold.jsonl"
+# The labelled dev sets and their fixed split by project: name -> (corpus, gold, the tune-side
+# namespaces). A project's rows and queries are never on both sides; eval_quality.py reports
+# by it and train_ranker.py fits on its tune side.
+DEV_SETS: dict[str, tuple[Path, Path, set[str]]] = {
+    "coding": (
+        EVAL_DIR / "coding_corpus.jsonl",
+        EVAL_DIR / "coding_gold.jsonl",
+        {"project:ferrox", "project:relay-mesh", "project:tidewater", "project:platform-infra"},
+    ),
+    "paraphrase": (PARAPHRASE_CORPUS, PARAPHRASE_GOLD, {"project:billing-api"}),
+}
 # The settings a run may not inherit from the operator's shell: they would change the ranking.
 _ISOLATED = ("ZMEM_INJECT_FLOOR_PROMPT", "ZMEM_MMR_LAMBDA", "ZMEM_UNFOLD_TOP_K",
              "ZMEM_UNFOLD_MAX_HOPS", "ZMEM_UNFOLD_BUDGET", "ZMEM_INJECT_TOKEN_BUDGET",

@@ -147,10 +147,7 @@ def fuse(
     natives: dict[int, dict[str, float]] = {}
     imputed: dict[int, dict[str, int]] = {}
     dense_ran = plan.vector is not None and any(r.name == VectorLane.name for r in results)
-    ranked_dense = sorted(
-        (v for r in results if r.name == VectorLane.name for v in r.native.values()),
-        reverse=True,
-    )
+    dense_natives: list[float] | None = None  # built for the first row that needs a rank
     for rid, cand in cands.items():
         native = {r.name: r.native[rid] for r in results if rid in r.native}
         if "fts" in native:
@@ -165,7 +162,11 @@ def fuse(
             dense = VectorLane.evidence(plan, cand.embedding, cand.memory.embedding_model)
             if dense:
                 native[VectorLane.name] = dense
-                above = sum(1 for v in ranked_dense if v > dense)
+                if dense_natives is None:
+                    dense_natives = [
+                        v for r in results if r.name == VectorLane.name for v in r.native.values()
+                    ]
+                above = sum(1 for v in dense_natives if v > dense)
                 imputed[rid] = {VectorLane.name: above + 1}
         natives[rid] = native
     return Fused(cands, rrf, ranks, natives, dense_ran and len(results) > 1, imputed)
@@ -201,7 +202,7 @@ def floor_and_score(
             continue
         kept.append((rid, conf, stale))
     if scorer is not None:
-        stats = ranker.query_stats(plan.text, plan.terms, fused.natives.values())
+        stats = ranker.query_stats(plan.text, plan.terms, fused.natives.values(), e)
         rels = scorer.relevances(
             [fused.cands[rid].memory.id for rid, _, _ in kept],
             stats,

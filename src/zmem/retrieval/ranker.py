@@ -200,14 +200,15 @@ class QueryStats:
 
 
 def query_stats(
-    text: str, terms: Sequence[str], natives: Iterable[Mapping[str, float]]
+    text: str, terms: Sequence[str], natives: Iterable[Mapping[str, float]], e: float
 ) -> QueryStats:
-    natives = list(natives)
+    """The pool's statistics; `e` is fusion.query_coverage of the same pool, which the caller
+    has already computed."""
     # Only the first word is read: a prompt can be a pasted log of many kilobytes.
     first = text.lstrip()[:32].lower().split(maxsplit=1)
     question = 1.0 if "?" in text or (first and first[0] in _QUESTION_WORDS) else 0.0
     return QueryStats(
-        e=fusion.query_coverage(natives),
+        e=e,
         question=question,
         short=1.0 if len(terms) <= SHORT_QUERY_TERMS else 0.0,
         top_vector=max((n.get("vector", 0.0) for n in natives), default=0.0),
