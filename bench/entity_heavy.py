@@ -115,6 +115,8 @@ def main() -> None:
     if not (data / "store.sqlite").exists():
         data.mkdir(parents=True, exist_ok=True)
         build_store(data / "store.sqlite", args.memories)
+    data = hook_bench.data_for_tree(args.src, data, "entity_heavy:build_store", args.memories)
+    os.environ["ZMEM_DATA"] = str(data)
     project = Path(args.work) / "bench"
     project.mkdir(parents=True, exist_ok=True)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -36,6 +37,8 @@ def main() -> None:
     sys.path.insert(0, args.src)  # ahead of the checkout's src/, which hooks.py put first
     # After the insert: a store built here is built by the tree under test.
     data, project = hook_bench.resident_bench(args.work, args.profile, args.memories)
+    data = hook_bench.data_for_tree(args.src, data, "hooks:build_store", args.memories)
+    os.environ["ZMEM_DATA"] = str(data)
 
     from zmem.db import recall as db
     from zmem.retrieval import lanes, links, pipeline

@@ -86,6 +86,39 @@ def resident_bench(work: str, profile: str, memories: int) -> tuple[Path, Path]:
     return data, project
 
 
+def data_for_tree(src: str, data: Path, builder: str, n: int) -> Path:
+    """A data dir holding `data`'s store as the tree at `src` can open it: `data` itself, or,
+    when the store's schema is newer than that tree knows (a migration since, as v15 for the
+    entity lane), a store that tree builds with `builder` ("module:function" under bench/, the
+    same seeded content), kept beside as <data>-schema<N> for the next run."""
+    store = data / "store.sqlite"
+    probe = "from zmem.db.migrate import SCHEMA_VERSION; print(SCHEMA_VERSION)"
+    env = dict(os.environ, PYTHONPATH=src)
+    knows = int(subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                               text=True, check=True).stdout)  # fmt: skip
+    import apsw
+
+    conn = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    finally:
+        conn.close()
+    if int(row[0]) <= knows:
+        return data
+    other = data.with_name(f"{data.name}-schema{knows}")
+    if not (other / "store.sqlite").exists():
+        other.mkdir(parents=True, exist_ok=True)
+        module, function = builder.split(":")
+        print(f"building {other / 'store.sqlite'} with {src} (schema {knows})", file=sys.stderr)
+        build = (
+            f"import sys; sys.path[:0] = [{src!r}, {str(ROOT / 'bench')!r}]; "
+            f"from pathlib import Path; import {module}; "
+            f"{module}.{function}(Path({str(other / 'store.sqlite')!r}), {n})"
+        )
+        subprocess.run([sys.executable, "-c", build], env=env, check=True)
+    return other
+
+
 def build_store(path: Path, n: int) -> None:
     from zmem import MemoryStore
 

@@ -124,13 +124,14 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(args.work)
     prompts = hook_bench.PROMPTS
-    build_store = hook_bench.build_store
+    build_store, args.builder = hook_bench.build_store, "hooks:build_store"
     if args.scale_store:
         data, project, prompts, args.memories = hook_bench.scale_store(args.scale_store, work)
     elif args.entity_heavy:
         data = work / f"data-{args.profile}-entity-{args.memories}"
         project = work / "bench"
         prompts, build_store = entity_heavy.PROMPTS, entity_heavy.build_store
+        args.builder = "entity_heavy:build_store"
     else:
         data = work / f"data-{args.profile}-{args.memories}"
         project = work / "bench"
@@ -232,7 +233,8 @@ def compare(data: Path, project: Path, env: dict[str, str], prompts: list[str], 
     other = data.with_name(data.name + "-vs")
     shutil.rmtree(other, ignore_errors=True)
     other.mkdir(parents=True)
-    shutil.copy2(data / "store.sqlite", other / "store.sqlite")
+    source = hook_bench.data_for_tree(args.vs, data, args.builder, args.memories)
+    shutil.copy2(source / "store.sqlite", other / "store.sqlite")
     sides = {"this tree": (data, str(ROOT / "src")), args.vs: (other, args.vs)}
     configs = {}
     try:

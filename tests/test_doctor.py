@@ -293,7 +293,7 @@ def test_healthy_v14_store(run_cli, store_path):
     conn.close()
     code, _, checks = doctor(run_cli)
     assert code == 0
-    assert checks["schema"]["status"] == "ok" and checks["schema"]["version"] == 14
+    assert checks["schema"]["status"] == "ok" and checks["schema"]["version"] == 15
     assert checks["schema"]["open_mode"] == "immutable"
     assert checks["lineage"]["status"] == "ok" and checks["lineage"]["missing"] == []
     ent = checks["entities"]

@@ -56,7 +56,9 @@ def entity_corpus(store):
     for i in range(120):
         ns = "project:small" if i % 12 == 0 else f"project:big{i % 2}"
         named = " and ".join(rng.sample(tools, rng.randint(1, 3)))
-        store.add(f"{named} step {i} needs care", namespace=ns, type="fact", signal="test")
+        added = store.add(f"{named} step {i} needs care", namespace=ns, type="fact", signal="test")
+        if i % 9 == 0:  # history rows too: superseded versions keep their links
+            store.update(added.id, f"{named} step {i} needs care, revised", signal="test")
     # Equal and out-of-order valid_from values, so the ranking's rid tie-break and its
     # recency key are both exercised (insertion order alone makes them agree).
     stamps = ["2026-01-01T00:00:00.000000Z", "2026-02-01T00:00:00.000000Z"]
@@ -120,17 +122,74 @@ def _entity_lane_in_sql(conn, entity_ids, scope, limit):
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    query=st.sampled_from(["docker", "docker kubectl", "terraform ruff kubectl", "ruff docker"]),
-    namespace=st.sampled_from([None, "project:small", "project:big0"]),
+    query=st.sampled_from(
+        [
+            "docker",
+            "docker kubectl",
+            "terraform ruff kubectl",
+            "ruff docker",
+            "docker kubectl terraform ruff",
+        ]
+    ),
+    namespaces=st.sampled_from(
+        [None, ("project:small",), ("project:big0",), ("project:small", "project:big1")]
+    ),
+    as_of=st.sampled_from([None, "2026-01-15T00:00:00Z", "2026-03-01T00:00:00Z"]),
     limit=st.integers(min_value=1, max_value=150),
+    order=st.randoms(use_true_random=False),
 )
-def test_entity_lane_ranks_as_group_by_would(entity_corpus, query, namespace, limit):
+def test_entity_lane_ranks_as_group_by_would(entity_corpus, query, namespaces, as_of, limit, order):
+    """The windowed lane (each entity's newest rows, the shared rows, the ties at the cut) is
+    exactly the ranking of every link, in any entity order, at any instant and window."""
     conn = entity_corpus._conn
     narrow = QueryPlan(query).narrow_entities(conn)
-    scope = Scope(None if namespace is None else (namespace,), None, 0.25)
+    order.shuffle(narrow)
+    scope = Scope(namespaces, as_of, 0.25)
     assert db.entity_lane(conn, narrow, scope, limit) == _entity_lane_in_sql(
         conn, narrow, scope, limit
     )
+    assert db.entity_lane(conn, narrow, scope, None) == _entity_lane_in_sql(
+        conn, narrow, scope, 10_000
+    )
+
+
+def test_the_entity_lane_reads_an_entity_newest_first_from_its_index(entity_corpus):
+    """The bound is the plan: each entity's rows come from (entity_id, valid_from) in order,
+    never every link sorted in a temp B-tree, and the shared-row probe reads no memory row."""
+    conn = entity_corpus._conn
+    where, params = Scope(None, None, 0.25).clause()
+    newest = " ".join(
+        r[3]
+        for r in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT m.rid FROM memory_entity AS me "
+            "CROSS JOIN memory AS m ON m.id = me.memory_id "
+            f"WHERE me.entity_id = ? AND {where} ORDER BY me.valid_from DESC LIMIT ?",
+            ["e", *params, 5],
+        )
+    )
+    assert "memory_entity_recent" in newest and "TEMP B-TREE" not in newest
+    probe = " ".join(
+        r[3]
+        for r in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT a.memory_id, a.entity_id, b.entity_id "
+            "FROM memory_entity AS a CROSS JOIN memory_entity AS b "
+            "ON b.memory_id = a.memory_id WHERE a.entity_id IN (?) AND b.entity_id IN (?, ?) "
+            "AND b.entity_id <> a.entity_id",
+            ["a", "a", "b"],
+        )
+    )
+    assert "COVERING INDEX memory_entity_recent" in probe
+    assert "SEARCH b USING PRIMARY KEY (memory_id=? AND entity_id=?)" in probe
+
+
+def test_entity_links_follow_their_row_valid_from(entity_corpus):
+    conn = entity_corpus._conn
+    stale = conn.execute(
+        "SELECT count(*) FROM memory_entity AS me JOIN memory AS m ON m.id = me.memory_id "
+        "WHERE me.valid_from IS NOT m.valid_from"
+    ).fetchone()
+    assert stale == (0,)
+    assert conn.execute("SELECT count(*) FROM memory_entity").fetchone()[0] > 100
 
 
 @settings(

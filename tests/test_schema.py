@@ -1,4 +1,4 @@
-"""Schema v14 and its migrations: a fresh store equals the expected schema, a v1 store upgrades
+"""Schema v15 and its migrations: a fresh store equals the expected schema, a v1 store upgrades
 cleanly, migrating twice is a no-op, closed enums are enforced by CHECK constraints, and a store
 newer than this client is refused unless within the ceiling or overridden."""
 
@@ -20,7 +20,7 @@ from zmem.db.migrate import SCHEMA_VERSION, load_migrations, migrate, schema_ver
 from zmem.errors import SchemaError
 
 FIXTURES = Path(__file__).parent / "fixtures"
-EXPECTED = FIXTURES / "schema_v14.sql"
+EXPECTED = FIXTURES / "schema_v15.sql"
 
 
 def schema_dump(conn: apsw.Connection) -> str:
@@ -33,7 +33,7 @@ def schema_dump(conn: apsw.Connection) -> str:
 
 def test_fresh_schema_equals_expected(store_path):
     with MemoryStore.open(store_path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 14
+        assert store.schema_version == SCHEMA_VERSION == 15
         actual = schema_dump(store._conn)
     if os.environ.get("REGENERATE_SCHEMA_SNAPSHOT") == "1":  # deliberate schema change: review diff
         EXPECTED.write_text(actual)
@@ -69,7 +69,7 @@ def _v1_store(path: Path) -> None:
 def test_v1_fixture_upgrades_cleanly(store_path):
     _v1_store(store_path)
     with MemoryStore.open(store_path) as store:
-        assert store.schema_version == 14
+        assert store.schema_version == 15
         live = store.get("11111111-1111-4111-8111-111111111111")
         assert live.content.startswith("Run `pytest -x`")
         assert live.valid_from == "2025-01-10T08:00:00.000000Z"  # backfilled from ingestion_ts
@@ -228,3 +228,34 @@ def test_concurrent_first_open_migrates_once(store_path):
     conn = apsw.Connection(str(store_path))
     assert schema_version(conn) == SCHEMA_VERSION
     conn.close()
+
+
+def test_a_v14_store_gains_dated_entity_links(store_path):
+    """v15 copies each row's valid_from onto its entity links (the entity lane's per-entity
+    window is ordered by it): a store written at v14 is backfilled on open, and a link written
+    afterwards, or a row whose date moves, carries the row's date."""
+    with MemoryStore.open(store_path) as store:
+        old = store.add("Run `docker` builds with `buildx`", namespace="project:x", type="fact",
+                        signal="test")  # fmt: skip
+    conn = apsw.Connection(str(store_path))
+    conn.execute(
+        "DROP TRIGGER memory_entity_valid_from; DROP INDEX memory_entity_recent; "
+        "ALTER TABLE memory_entity DROP COLUMN valid_from; "
+        "CREATE INDEX memory_entity_entity ON memory_entity (entity_id); "
+        "UPDATE meta SET value = '14' WHERE key = 'schema_version'"
+    )
+    conn.close()
+    with MemoryStore.open(store_path) as store:
+        assert store.schema_version == 15
+        new = store.add("`docker` layer cache lives in the registry", namespace="project:x",
+                        type="fact", signal="test")  # fmt: skip
+        c = store._conn
+        c.execute("UPDATE memory SET valid_from = '2020-01-01T00:00:00.000000Z' WHERE id = ?",
+                  (old.id,))  # fmt: skip
+        dated = dict(c.execute("SELECT memory_id, valid_from FROM memory_entity"))
+        assert set(dated) == {old.id, new.id}
+        assert dated[old.id] == "2020-01-01T00:00:00.000000Z"
+        assert dated[new.id] == store.get(new.id).valid_from
+        assert "memory_entity_recent" in {
+            r[0] for r in c.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")
+        }

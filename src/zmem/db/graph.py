@@ -97,10 +97,13 @@ def link_memory_entities(conn: apsw.Connection, memory_id: str, entity_ids: Iter
 
 
 def link_pairs(conn: apsw.Connection, pairs: Sequence[tuple[str, str]]) -> None:
-    """(memory id, entity id) links; an existing one is left as it is."""
+    """(memory id, entity id) links; an existing one is left as it is. Each link carries its
+    row's valid_from, which the entity lane's per-entity window is ordered by."""
     if pairs:
         conn.executemany(
-            "INSERT INTO memory_entity (memory_id, entity_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            "INSERT INTO memory_entity (memory_id, entity_id, valid_from) "
+            "VALUES (?1, ?2, (SELECT valid_from FROM memory WHERE id = ?1)) "
+            "ON CONFLICT DO NOTHING",
             pairs,
         )
 
@@ -162,8 +165,9 @@ def merge_entity(conn: apsw.Connection, source: str, target: str) -> tuple[int, 
     conn.execute("UPDATE entity_alias SET entity_id = ? WHERE entity_id = ?", (target, source))
     aliases = conn.changes()
     conn.execute(
-        "INSERT INTO memory_entity (memory_id, entity_id) "
-        "SELECT memory_id, ? FROM memory_entity WHERE entity_id = ? ON CONFLICT DO NOTHING",
+        "INSERT INTO memory_entity (memory_id, entity_id, valid_from) "
+        "SELECT memory_id, ?, valid_from FROM memory_entity WHERE entity_id = ? "
+        "ON CONFLICT DO NOTHING",
         (target, source),
     )
     moved = conn.changes()

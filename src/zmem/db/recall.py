@@ -158,10 +158,79 @@ def entity_lane(
     conn: apsw.Connection, entity_ids: Sequence[str], scope: Scope, limit: int | None
 ) -> list[EntityRow]:
     """(rid, namespace, matched entity count, matched entity ids) ranked by count, then
-    recency; every row when limit is None. Grouped and ranked here rather than by GROUP BY and
-    ORDER BY: SQLite's two temp B-trees cost more than the join itself (~4 us a row)."""
-    if not entity_ids:
+    recency (valid_from, then rid); every row when limit is None. The work is bounded by the
+    window, not by how many rows an entity links (v15): rows linking two or more of the
+    entities come from an index-only probe, and each entity then hands over only its newest
+    rows the scope admits (`limit` plus its shared rows, and any tied with the last at the
+    cut), which holds every single-entity row of the exact top `limit`. entity_ids go
+    narrowest first: the last is never walked (any shared row links one of the others)."""
+    if not entity_ids or (limit is not None and limit <= 0):
         return []
+    if limit is None:
+        return _entity_lane_every_row(conn, entity_ids, scope)
+    ids = list(dict.fromkeys(entity_ids))
+    where, params = scope.clause()
+    shared = _shared_links(conn, ids)
+    rows: dict[int, tuple[str, str, tuple[str, ...]]] = {}
+    shared_of: dict[str, int] = {}
+    memory_ids = list(shared)
+    for start in range(0, len(memory_ids), 500):
+        chunk = memory_ids[start : start + 500]
+        for rid, namespace, valid_from, memory_id in conn.execute(
+            "SELECT m.rid, m.namespace, m.valid_from, m.id FROM memory AS m "
+            f"WHERE m.id IN ({','.join('?' * len(chunk))}) AND {where}",
+            [*chunk, *params],
+        ):
+            rows[rid] = (namespace, valid_from, shared[memory_id])
+            for entity_id in shared[memory_id]:
+                shared_of[entity_id] = shared_of.get(entity_id, 0) + 1
+    newest = (
+        "SELECT m.rid, m.namespace, m.valid_from FROM memory_entity AS me "
+        "CROSS JOIN memory AS m ON m.id = me.memory_id "
+        f"WHERE me.entity_id = ? AND {where} ORDER BY me.valid_from DESC LIMIT ?"
+    )
+    tied = (
+        "SELECT m.rid, m.namespace, m.valid_from FROM memory_entity AS me "
+        "CROSS JOIN memory AS m ON m.id = me.memory_id "
+        f"WHERE me.entity_id = ? AND me.valid_from = ? AND {where}"
+    )
+    for entity_id in ids:
+        window = limit + shared_of.get(entity_id, 0)
+        found = conn.execute(newest, [entity_id, *params, window]).fetchall()
+        if len(found) == window:
+            # The ranking breaks a tie in valid_from by rid, the index by memory id: every
+            # row tied with the last one read could belong in the window.
+            found += conn.execute(tied, [entity_id, found[-1][2], *params])
+        for rid, namespace, valid_from in found:
+            if rid not in rows:
+                rows[rid] = (namespace, valid_from, (entity_id,))
+    return _ranked(rows, limit)
+
+
+def _shared_links(conn: apsw.Connection, ids: list[str]) -> dict[str, tuple[str, ...]]:
+    """memory id -> the sorted ids among `ids` it links, for rows linking two or more: each
+    link of every entity but the last is probed for the others (index only, no row read)."""
+    if len(ids) < 2:
+        return {}
+    walked = ids[:-1]
+    out: dict[str, set[str]] = {}
+    for memory_id, a, b in conn.execute(
+        "SELECT a.memory_id, a.entity_id, b.entity_id FROM memory_entity AS a "
+        "CROSS JOIN memory_entity AS b ON b.memory_id = a.memory_id "
+        f"WHERE a.entity_id IN ({','.join('?' * len(walked))}) "
+        f"AND b.entity_id IN ({','.join('?' * len(ids))}) AND b.entity_id <> a.entity_id",
+        [*walked, *ids],
+    ):
+        out.setdefault(memory_id, set()).update((a, b))
+    return {memory_id: tuple(sorted(linked)) for memory_id, linked in out.items()}
+
+
+def _entity_lane_every_row(
+    conn: apsw.Connection, entity_ids: Sequence[str], scope: Scope
+) -> list[EntityRow]:
+    """entity_lane without a window: every link joined to its row. Grouped and ranked here
+    rather than by GROUP BY and ORDER BY: SQLite's two temp B-trees cost more than the join
+    itself (~4 us a row)."""
     where, params = scope.clause()
     sql = (
         "SELECT m.rid, m.namespace, m.valid_from, me.entity_id "
@@ -175,10 +244,16 @@ def entity_lane(
             rows[rid] = (namespace, valid_from, [entity_id])
         else:
             row[2].append(entity_id)
+    return _ranked({rid: (ns, vf, tuple(sorted(e))) for rid, (ns, vf, e) in rows.items()}, None)
+
+
+def _ranked(
+    rows: dict[int, tuple[str, str, tuple[str, ...]]], limit: int | None
+) -> list[EntityRow]:
     ranked = sorted(rows, key=lambda rid: (len(rows[rid][2]), rows[rid][1], rid), reverse=True)
     if limit is not None:
         ranked = ranked[:limit]
-    return [(rid, rows[rid][0], len(rows[rid][2]), tuple(sorted(rows[rid][2]))) for rid in ranked]
+    return [(rid, rows[rid][0], len(rows[rid][2]), rows[rid][2]) for rid in ranked]
 
 
 def matched_entities(conn: apsw.Connection, aliases: Sequence[str]) -> list[str]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import apsw
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 # The newest schema this client may keep using: a maintenance release may raise it to an
 # additive-only newer schema (new side tables, no memory changes).
-FORWARD_COMPAT_SCHEMA_VERSION = 14
+FORWARD_COMPAT_SCHEMA_VERSION = 15
 # The data step that gave remote-derived project namespaces their one spelling (migrate).
 CASE_FOLDED = "namespace_case_folded"
 
