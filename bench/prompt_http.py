@@ -15,6 +15,8 @@ starts one when the request comes), each timed from the POST to the reply.
         # this tree's keeper and that tree's, each on its own copy of the store, alternated
     .venv/bin/python bench/prompt_http.py --scale-store \\
         ~/.cache/zmem-bench/recall-hybrid-v3-100000-20241202.sqlite
+    .venv/bin/python bench/prompt_http.py --src /tmp/previous-main/src   # that tree's keeper
+        # alone, and its command hook's launcher, on a store it can open
     .venv/bin/python bench/prompt_http.py --entity-heavy [--vs ...]   # issue 51's hard prompts:
         # bench/entity_heavy.py's store (each module/service/client name in 50-100 rows) and
         # prompts naming 1-3 of them; p50/p95 per prompt as well as overall
@@ -118,6 +120,10 @@ def main() -> None:
     ap.add_argument("--scale-store", type=Path, help="a bench/recall_scale.py store to use")
     ap.add_argument("--vs", default=None, help="another tree's src/: its keeper, alternated")
     ap.add_argument(
+        "--src", default=None,
+        help="another tree's src/: its keeper alone (the http hook; on a store it can open)",
+    )  # fmt: skip
+    ap.add_argument(
         "--entity-heavy", action="store_true",
         help="bench/entity_heavy.py's store (names shared by 50-100 rows) and its prompts",
     )  # fmt: skip
@@ -146,6 +152,9 @@ def main() -> None:
     if not store.exists():
         data.mkdir(parents=True, exist_ok=True)
         build_store(store, args.memories)
+    if args.src:  # that tree's keeper answers, on a store of a schema it knows
+        data = hook_bench.data_for_tree(args.src, data, args.builder, args.memories)
+        env["ZMEM_DATA"] = os.environ["ZMEM_DATA"] = str(data)
     from zmem.resident.code import compile_code
 
     compile_code()
@@ -155,14 +164,20 @@ def main() -> None:
     if args.vs:
         compare(data, project, env, prompts, args)
         return
-    config = start_keeper(data, env)
+    config = start_keeper(data, env, args.src)
+    # The command hook's launcher from the same tree: this tree's would migrate that tree's
+    # store under its keeper.
+    hook_env, launch = env, (sys.executable, str(hook_bench.LAUNCHER))
+    if args.src:
+        hook_env = dict(env, PYTHONPATH=args.src)
+        launch = (sys.executable, str(Path(args.src) / "zmem/plugin/hooks/zmem_hook.py"))
     http_ms, command_ms, bare_ms = [], [], []
     http_by_prompt: dict[str, list[float]] = {p: [] for p in prompts}
     injected = 0
     try:
         for i in range(5):  # the resident process warms up; page cache, first shapes
             post(config, project, prompts[i % len(prompts)])
-            hook_bench.run_hook(env, project, prompts[i % len(prompts)])
+            hook_bench.run_hook(hook_env, project, prompts[i % len(prompts)], launch=launch)
         log = data / "zmem-bg.log"
         logged_before = len(log.read_text().splitlines())
         for i in range(args.runs):
@@ -177,7 +192,7 @@ def main() -> None:
                     http_by_prompt[prompt].append(ms)
                     injected += b"additionalContext" in reply
                 elif turn == "command":
-                    command_ms.append(hook_bench.run_hook(env, project, prompt))
+                    command_ms.append(hook_bench.run_hook(hook_env, project, prompt, launch=launch))
                 else:
                     bare_ms.append(hook_bench.run_bare(env))
         measured = log.read_text().splitlines()[logged_before:]
@@ -191,7 +206,7 @@ def main() -> None:
         stop_keeper(data)
 
     idle_ms = []
-    config = start_keeper(data, dict(env, ZMEM_HOOKD_IDLE_S="2"))
+    config = start_keeper(data, dict(env, ZMEM_HOOKD_IDLE_S="2"), args.src)
     try:
         for i in range(args.restarts):
             post(config, project, prompts[i % len(prompts)])  # one is running, warm

@@ -321,6 +321,7 @@ def resident_process(path: Path, runs: int = 3) -> dict[str, float]:
     answers (the model loaded, one warm-up read, the vector copy built), and its memory then:
     private (RssAnon: the model, the vector copy, Python) and file-backed (RssFile: pages of
     the memory-mapped store it has read, which the kernel can drop). Medians of `runs`."""
+    import zmem
     from zmem.layout import SOCKET_NAME
     from zmem.resident.client import answers
 
@@ -333,7 +334,9 @@ def resident_process(path: Path, runs: int = 3) -> dict[str, float]:
                 ZMEM_DATA=data,
                 ZMEM_EMBED_PROFILE="minilm",
                 ZMEM_MODEL_DIR=os.environ.get("ZMEM_MODEL_DIR", ""),
-                PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"),
+                # The tree under test (PYTHONPATH=<another tree>/src for an alternated run),
+                # not necessarily this checkout's.
+                PYTHONPATH=str(Path(zmem.__file__).resolve().parents[1]),
             )
             if not env["ZMEM_MODEL_DIR"]:
                 del env["ZMEM_MODEL_DIR"]
