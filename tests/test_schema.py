@@ -239,7 +239,8 @@ def test_a_v14_store_gains_dated_entity_links(store_path):
                         signal="test")  # fmt: skip
     conn = apsw.Connection(str(store_path))
     conn.execute(
-        "DROP TRIGGER memory_entity_valid_from; DROP INDEX memory_entity_recent; "
+        "DROP TRIGGER memory_entity_valid_from; DROP TRIGGER memory_entity_dated; "
+        "DROP INDEX memory_entity_recent; "
         "ALTER TABLE memory_entity DROP COLUMN valid_from; "
         "CREATE INDEX memory_entity_entity ON memory_entity (entity_id); "
         "UPDATE meta SET value = '14' WHERE key = 'schema_version'"
@@ -256,6 +257,13 @@ def test_a_v14_store_gains_dated_entity_links(store_path):
         assert set(dated) == {old.id, new.id}
         assert dated[old.id] == "2020-01-01T00:00:00.000000Z"
         assert dated[new.id] == store.get(new.id).valid_from
+        # A writer that leaves the date out (a v14 client under ZMEM_ALLOW_NEWER_SCHEMA) still
+        # gets the row's.
+        c.execute("DELETE FROM memory_entity WHERE memory_id = ?", (new.id,))
+        c.execute("INSERT INTO memory_entity (memory_id, entity_id) SELECT ?, id FROM entity",
+                  (new.id,))  # fmt: skip
+        assert {d for m, d in c.execute("SELECT memory_id, valid_from FROM memory_entity")
+                if m == new.id} == {store.get(new.id).valid_from}  # fmt: skip
         assert "memory_entity_recent" in {
             r[0] for r in c.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")
         }

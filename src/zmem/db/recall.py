@@ -158,79 +158,116 @@ def entity_lane(
     conn: apsw.Connection, entity_ids: Sequence[str], scope: Scope, limit: int | None
 ) -> list[EntityRow]:
     """(rid, namespace, matched entity count, matched entity ids) ranked by count, then
-    recency (valid_from, then rid); every row when limit is None. The work is bounded by the
-    window, not by how many rows an entity links (v15): rows linking two or more of the
-    entities come from an index-only probe, and each entity then hands over only its newest
-    rows the scope admits (`limit` plus its shared rows, and any tied with the last at the
-    cut), which holds every single-entity row of the exact top `limit`. entity_ids go
-    narrowest first: the last is never walked (any shared row links one of the others)."""
+    recency (valid_from, then rid); every row when limit is None. An entity linked to more
+    rows than the window no longer costs a memory-row read per link (v15: each link carries
+    its row's date, indexed per entity): one entity hands over its newest rows the scope
+    admits, in index order; several are grouped and ordered from their links alone, and rows
+    are read in that order only until the window is full. Either way the ranking is the one
+    joining every link gives."""
     if not entity_ids or (limit is not None and limit <= 0):
         return []
-    if limit is None:
-        return _entity_lane_every_row(conn, entity_ids, scope)
     ids = list(dict.fromkeys(entity_ids))
+    if limit is None or all(n <= limit for n in entity_breadth(conn, ids, limit).values()):
+        # No entity is wider than the window: joining every link costs no more than it.
+        return _entity_lane_every_row(conn, ids, scope, limit)
+    if len(ids) == 1:
+        return _entity_lane_newest(conn, ids[0], scope, limit)
+    return _entity_lane_by_links(conn, ids, scope, limit)
+
+
+_ENTITY_READ = (
+    "SELECT m.rid, m.namespace, m.valid_from FROM memory_entity AS me "
+    "CROSS JOIN memory AS m ON m.id = me.memory_id WHERE me.entity_id = ? "
+)
+
+
+def _entity_lane_newest(
+    conn: apsw.Connection, entity_id: str, scope: Scope, limit: int
+) -> list[EntityRow]:
+    """One entity's rows: its newest `limit` the scope admits, read in (entity_id, valid_from)
+    index order, and any tied in valid_from with the last one read (the ranking breaks such a
+    tie by rid, the index by memory id)."""
     where, params = scope.clause()
-    shared = _shared_links(conn, ids)
-    rows: dict[int, tuple[str, str, tuple[str, ...]]] = {}
-    shared_of: dict[str, int] = {}
-    memory_ids = list(shared)
-    for start in range(0, len(memory_ids), 500):
-        chunk = memory_ids[start : start + 500]
-        for rid, namespace, valid_from, memory_id in conn.execute(
-            "SELECT m.rid, m.namespace, m.valid_from, m.id FROM memory AS m "
-            f"WHERE m.id IN ({','.join('?' * len(chunk))}) AND {where}",
-            [*chunk, *params],
-        ):
-            rows[rid] = (namespace, valid_from, shared[memory_id])
-            for entity_id in shared[memory_id]:
-                shared_of[entity_id] = shared_of.get(entity_id, 0) + 1
-    newest = (
-        "SELECT m.rid, m.namespace, m.valid_from FROM memory_entity AS me "
-        "CROSS JOIN memory AS m ON m.id = me.memory_id "
-        f"WHERE me.entity_id = ? AND {where} ORDER BY me.valid_from DESC LIMIT ?"
-    )
-    tied = (
-        "SELECT m.rid, m.namespace, m.valid_from FROM memory_entity AS me "
-        "CROSS JOIN memory AS m ON m.id = me.memory_id "
-        f"WHERE me.entity_id = ? AND me.valid_from = ? AND {where}"
-    )
-    for entity_id in ids:
-        window = limit + shared_of.get(entity_id, 0)
-        found = conn.execute(newest, [entity_id, *params, window]).fetchall()
-        if len(found) == window:
-            # The ranking breaks a tie in valid_from by rid, the index by memory id: every
-            # row tied with the last one read could belong in the window.
-            found += conn.execute(tied, [entity_id, found[-1][2], *params])
-        for rid, namespace, valid_from in found:
-            if rid not in rows:
-                rows[rid] = (namespace, valid_from, (entity_id,))
+    # Under --as-of the link's own date skips, in the index, the rows written since.
+    dated, dated_params = ("AND me.valid_from <= ? ", [scope.as_of]) if scope.as_of else ("", [])
+    found = conn.execute(
+        f"{_ENTITY_READ}{dated}AND {where} ORDER BY me.valid_from DESC LIMIT ?",
+        [entity_id, *dated_params, *params, limit],
+    ).fetchall()
+    if len(found) == limit:
+        found += conn.execute(
+            f"{_ENTITY_READ}AND me.valid_from = ? AND {where}", [entity_id, found[-1][2], *params]
+        )
+    rows = {rid: (namespace, valid_from, (entity_id,)) for rid, namespace, valid_from in found}
     return _ranked(rows, limit)
 
 
-def _shared_links(conn: apsw.Connection, ids: list[str]) -> dict[str, tuple[str, ...]]:
-    """memory id -> the sorted ids among `ids` it links, for rows linking two or more: each
-    link of every entity but the last is probed for the others (index only, no row read)."""
-    if len(ids) < 2:
-        return {}
-    walked = ids[:-1]
-    out: dict[str, set[str]] = {}
-    for memory_id, a, b in conn.execute(
-        "SELECT a.memory_id, a.entity_id, b.entity_id FROM memory_entity AS a "
-        "CROSS JOIN memory_entity AS b ON b.memory_id = a.memory_id "
-        f"WHERE a.entity_id IN ({','.join('?' * len(walked))}) "
-        f"AND b.entity_id IN ({','.join('?' * len(ids))}) AND b.entity_id <> a.entity_id",
-        [*walked, *ids],
+def _entity_lane_by_links(
+    conn: apsw.Connection, ids: list[str], scope: Scope, limit: int
+) -> list[EntityRow]:
+    """Several entities' rows: every link read from the index alone (no memory row), grouped
+    by row and ordered by (entity count, valid_from); memory rows are then read in that order,
+    a growing batch at a time, until `limit` of them pass the scope and every row tied with
+    the last of those is read too (the ranking breaks ties by rid)."""
+    linked: dict[str, list[str]] = {}
+    dated: dict[str, str] = {}
+    as_of = scope.as_of
+    for memory_id, entity_id, valid_from in conn.execute(
+        "SELECT memory_id, entity_id, valid_from FROM memory_entity "
+        f"WHERE entity_id IN ({','.join('?' * len(ids))})",
+        ids,
     ):
-        out.setdefault(memory_id, set()).update((a, b))
-    return {memory_id: tuple(sorted(linked)) for memory_id, linked in out.items()}
+        if as_of is not None and valid_from is not None and valid_from > as_of:
+            continue  # the row's clause would refuse it (valid_from <= as_of)
+        entities = linked.get(memory_id)
+        if entities is None:
+            linked[memory_id] = [entity_id]
+            dated[memory_id] = valid_from or ""
+        else:
+            entities.append(entity_id)
+    order = sorted(linked, key=lambda mid: (len(linked[mid]), dated[mid]), reverse=True)
+    where, params = scope.clause()
+    rows: dict[int, tuple[str, str, tuple[str, ...]]] = {}
+
+    def read(memory_ids: list[str]) -> None:
+        for start in range(0, len(memory_ids), 500):
+            part = memory_ids[start : start + 500]
+            for rid, namespace, valid_from, memory_id in conn.execute(
+                "SELECT m.rid, m.namespace, m.valid_from, m.id FROM memory AS m "
+                f"WHERE m.id IN ({','.join('?' * len(part))}) AND {where}",
+                [*part, *params],
+            ):
+                rows[rid] = (namespace, valid_from, tuple(sorted(linked[memory_id])))
+
+    walked, batch = 0, limit
+    while walked < len(order):
+        chunk = order[walked : walked + batch]
+        walked += len(chunk)
+        batch *= 2
+        read(chunk)
+        if len(rows) >= limit:
+            keys = sorted(((len(r[2]), r[1] or "") for r in rows.values()), reverse=True)
+            cut = keys[limit - 1]
+            # Rows not yet read rank at or below the last read; those tied with the cut
+            # could still win on rid: read them, then stop.
+            tied = []
+            while walked < len(order):
+                mid = order[walked]
+                if (len(linked[mid]), dated[mid]) < cut:
+                    break
+                tied.append(mid)
+                walked += 1
+            read(tied)
+            break
+    return _ranked(rows, limit)
 
 
 def _entity_lane_every_row(
-    conn: apsw.Connection, entity_ids: Sequence[str], scope: Scope
+    conn: apsw.Connection, entity_ids: Sequence[str], scope: Scope, limit: int | None
 ) -> list[EntityRow]:
-    """entity_lane without a window: every link joined to its row. Grouped and ranked here
-    rather than by GROUP BY and ORDER BY: SQLite's two temp B-trees cost more than the join
-    itself (~4 us a row)."""
+    """entity_lane by joining every link to its row. Grouped and ranked here rather than by
+    GROUP BY and ORDER BY: SQLite's two temp B-trees cost more than the join itself (~4 us a
+    row)."""
     where, params = scope.clause()
     sql = (
         "SELECT m.rid, m.namespace, m.valid_from, me.entity_id "
@@ -244,7 +281,7 @@ def _entity_lane_every_row(
             rows[rid] = (namespace, valid_from, [entity_id])
         else:
             row[2].append(entity_id)
-    return _ranked({rid: (ns, vf, tuple(sorted(e))) for rid, (ns, vf, e) in rows.items()}, None)
+    return _ranked({rid: (ns, vf, tuple(sorted(e))) for rid, (ns, vf, e) in rows.items()}, limit)
 
 
 def _ranked(

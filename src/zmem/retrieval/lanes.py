@@ -70,9 +70,7 @@ class QueryPlan:
         if self._narrow is None:
             entity_ids = db.matched_entities(conn, self.aliases)
             breadth = db.entity_breadth(conn, entity_ids, ENTITY_BROAD_LINKS)
-            # Narrowest first: the entity lane never walks the last one's links.
-            narrow = [e for e in entity_ids if breadth[e] <= ENTITY_BROAD_LINKS]
-            self._narrow = sorted(narrow, key=breadth.__getitem__)
+            self._narrow = [e for e in entity_ids if breadth[e] <= ENTITY_BROAD_LINKS]
         return self._narrow
 
     def entity_rows(
