@@ -473,3 +473,24 @@ def test_a_scope_the_newest_matches_miss_still_gets_its_own_newest_rows(store, m
     hits = store.recall("deploy", namespace="project:b", limit=5, hybrid=False,
                         link_hops=0, no_mmr=True, telemetry=False)  # fmt: skip
     assert sorted(h.id for h in hits) == sorted(old_b)
+
+
+def test_a_row_without_a_date_ranks_oldest_instead_of_failing(entity_corpus):
+    conn = entity_corpus._conn
+    narrow = QueryPlan("docker kubectl").narrow_entities(conn)
+    conn.execute("DROP TRIGGER memory_entity_valid_from")  # a repair that leaves no date
+    (rid,) = conn.execute(
+        "SELECT m.rid FROM memory AS m JOIN memory_entity AS me ON me.memory_id = m.id "
+        "WHERE me.entity_id = ? AND m.superseded_at IS NULL LIMIT 1",
+        (narrow[0],),
+    ).fetchone()
+    conn.execute("UPDATE memory SET valid_from = NULL WHERE rid = ?", (rid,))
+    conn.execute(
+        "UPDATE memory_entity SET valid_from = NULL WHERE memory_id = "
+        "(SELECT id FROM memory WHERE rid = ?)",
+        (rid,),
+    )
+    scope = Scope(None, None, 0.25)
+    for limit in (5, 200, None):
+        got = db.entity_lane(conn, narrow, scope, limit)
+        assert got == _entity_lane_in_sql(conn, narrow, scope, limit or 10_000)

@@ -287,7 +287,10 @@ def _entity_lane_every_row(
 def _ranked(
     rows: dict[int, tuple[str, str, tuple[str, ...]]], limit: int | None
 ) -> list[EntityRow]:
-    ranked = sorted(rows, key=lambda rid: (len(rows[rid][2]), rows[rid][1], rid), reverse=True)
+    # An empty date ranks oldest, as NULL does in ORDER BY ... DESC (no writer leaves one).
+    ranked = sorted(
+        rows, key=lambda rid: (len(rows[rid][2]), rows[rid][1] or "", rid), reverse=True
+    )
     if limit is not None:
         ranked = ranked[:limit]
     return [(rid, rows[rid][0], len(rows[rid][2]), rows[rid][2]) for rid in ranked]
