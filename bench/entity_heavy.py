@@ -128,19 +128,7 @@ def main() -> None:
 
     spent: dict[str, float] = defaultdict(float)
 
-    def timed(owner: object, name: str, stage: str) -> None:
-        inner = getattr(owner, name, None)
-        if inner is None:
-            return  # a tree without it (fts_newest_top came with issue 51)
-
-        def wrapper(*a: object, **kw: object) -> object:
-            t0 = time.perf_counter()
-            try:
-                return inner(*a, **kw)
-            finally:
-                spent[stage] += (time.perf_counter() - t0) * 1000
-
-        setattr(owner, name, wrapper)
+    timed = hook_bench.stage_timer(spent)
 
     timed(StoreVectors, "query", "embed")
     timed(lanes.FtsLane, "run", "fts")

@@ -59,17 +59,7 @@ def main() -> None:
 
     spent: dict[str, float] = defaultdict(float)
 
-    def timed(owner: object, name: str, stage: str) -> None:
-        inner = getattr(owner, name)
-
-        def wrapper(*a: object, **kw: object) -> object:
-            t0 = time.perf_counter()
-            try:
-                return inner(*a, **kw)
-            finally:
-                spent[stage] += (time.perf_counter() - t0) * 1000
-
-        setattr(owner, name, wrapper)
+    timed = hook_bench.stage_timer(spent)
 
     timed(embed_owner, embed_name, "embed")
     timed(pipeline, "run", "pipeline")

@@ -86,6 +86,28 @@ def resident_bench(work: str, profile: str, memories: int) -> tuple[Path, Path]:
     return data, project
 
 
+def stage_timer(spent: dict[str, float]):  # type: ignore[no-untyped-def]
+    """time(owner, name, stage): wrap owner.name so each call adds its milliseconds to
+    spent[stage] (the in-process stage tables of hook_stages.py and entity_heavy.py). A name
+    the tree under test lacks is left out of the table."""
+
+    def time_stage(owner: object, name: str, stage: str) -> None:
+        inner = getattr(owner, name, None)
+        if inner is None:
+            return
+
+        def wrapper(*a: object, **kw: object) -> object:
+            t0 = time.perf_counter()
+            try:
+                return inner(*a, **kw)
+            finally:
+                spent[stage] += (time.perf_counter() - t0) * 1000
+
+        setattr(owner, name, wrapper)
+
+    return time_stage
+
+
 def data_for_tree(src: str, data: Path, builder: str, n: int) -> Path:
     """A data dir holding `data`'s store as the tree at `src` can open it: `data` itself, or,
     when the store's schema is newer than that tree knows (a migration since, as v15 for the

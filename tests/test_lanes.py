@@ -153,31 +153,46 @@ def test_entity_lane_ranks_as_group_by_would(entity_corpus, query, namespaces, a
     )
 
 
-def test_the_entity_lane_reads_an_entity_newest_first_from_its_index(entity_corpus):
-    """The bound is the plan: one entity's rows come from (entity_id, valid_from) in order,
-    never every link sorted in a temp B-tree, and several entities' links are grouped and
-    ordered from the index alone, before any memory row is read."""
+def _lane_statements(conn, entity_ids, scope, limit):
+    """The statements db.entity_lane runs on memory_entity, with their bindings, and the plan
+    SQLite chose for each."""
+    seen = []
+
+    def trace(cursor, sql, bindings):
+        if "memory_entity" in sql and "EXPLAIN" not in sql:
+            seen.append((sql, bindings))
+        return True
+
+    conn.exec_trace = trace
+    try:
+        db.entity_lane(conn, entity_ids, scope, limit)
+    finally:
+        conn.exec_trace = None
+    return [
+        (sql, " ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", bindings or ())))
+        for sql, bindings in seen
+    ]
+
+
+@pytest.mark.parametrize("as_of", [None, "2026-01-15T00:00:00Z"])
+def test_the_entity_lane_reads_links_in_index_order_never_sorting_them_all(entity_corpus, as_of):
+    """The bound is in the plans of the statements the lane runs when an entity links more
+    rows than the window: one entity's rows come from (entity_id, valid_from) in order (never
+    every link sorted in a temp B-tree); several entities' links come from that index alone,
+    with no memory row read until they are ordered."""
     conn = entity_corpus._conn
-    where, params = Scope(None, None, 0.25).clause()
-    newest = " ".join(
-        r[3]
-        for r in conn.execute(
-            "EXPLAIN QUERY PLAN SELECT m.rid FROM memory_entity AS me "
-            "CROSS JOIN memory AS m ON m.id = me.memory_id "
-            f"WHERE me.entity_id = ? AND {where} ORDER BY me.valid_from DESC LIMIT ?",
-            ["e", *params, 5],
-        )
-    )
-    assert "memory_entity_recent" in newest and "TEMP B-TREE" not in newest
-    links = " ".join(
-        r[3]
-        for r in conn.execute(
-            "EXPLAIN QUERY PLAN SELECT memory_id, entity_id, valid_from FROM memory_entity "
-            "WHERE entity_id IN (?, ?)",
-            ["a", "b"],
-        )
-    )
-    assert "COVERING INDEX memory_entity_recent" in links  # several entities: no row read
+    narrow = QueryPlan("docker kubectl").narrow_entities(conn)
+    scope = Scope(None, as_of, 0.25)
+    one = _lane_statements(conn, narrow[:1], scope, 5)
+    ordered = [plan for sql, plan in one if "ORDER BY me.valid_from DESC" in sql]
+    assert ordered and "memory_entity_recent" in ordered[0] and "TEMP B-TREE" not in ordered[0]
+    # Several: besides the counts, every statement on the links reads the index alone.
+    several = _lane_statements(conn, narrow, scope, 5)
+    assert several and not any(" JOIN " in sql for sql, _ in several)
+    assert all("COVERING INDEX memory_entity_recent" in plan for _, plan in several)
+    # Within the window every link is joined to its row, as before the bound.
+    wide = _lane_statements(conn, narrow, scope, 10_000)
+    assert any("CROSS JOIN memory AS m" in sql for sql, _ in wide)
 
 
 def test_entity_links_follow_their_row_valid_from(entity_corpus):

@@ -4,7 +4,7 @@ confidence pre-floor inside its query, so a filtered row can never take a slot i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,7 +155,11 @@ EntityRow = tuple[int, str, int, tuple[str, ...]]
 
 
 def entity_lane(
-    conn: apsw.Connection, entity_ids: Sequence[str], scope: Scope, limit: int | None
+    conn: apsw.Connection,
+    entity_ids: Sequence[str],
+    scope: Scope,
+    limit: int | None,
+    breadth: Mapping[str, int] | None = None,
 ) -> list[EntityRow]:
     """(rid, namespace, matched entity count, matched entity ids) ranked by count, then
     recency (valid_from, then rid); every row when limit is None. An entity linked to more
@@ -163,11 +167,16 @@ def entity_lane(
     its row's date, indexed per entity): one entity hands over its newest rows the scope
     admits, in index order; several are grouped and ordered from their links alone, and rows
     are read in that order only until the window is full. Either way the ranking is the one
-    joining every link gives."""
+    joining every link gives. `breadth`: entity_breadth of these ids counted at least as far
+    as `limit`, when the caller has it (a recall counts once, for its broad-entity cut)."""
     if not entity_ids or (limit is not None and limit <= 0):
         return []
     ids = list(dict.fromkeys(entity_ids))
-    if limit is None or all(n <= limit for n in entity_breadth(conn, ids, limit).values()):
+    if limit is None:
+        return _entity_lane_every_row(conn, ids, scope, None)
+    if breadth is None:
+        breadth = entity_breadth(conn, ids, limit)
+    if all(breadth[e] <= limit for e in ids):
         # No entity is wider than the window: joining every link costs no more than it.
         return _entity_lane_every_row(conn, ids, scope, limit)
     if len(ids) == 1:
@@ -196,7 +205,7 @@ def _entity_lane_newest(
     ).fetchall()
     if len(found) == limit:
         found += conn.execute(
-            f"{_ENTITY_READ}AND me.valid_from = ? AND {where}", [entity_id, found[-1][2], *params]
+            f"{_ENTITY_READ}AND me.valid_from IS ? AND {where}", [entity_id, found[-1][2], *params]
         )
     rows = {rid: (namespace, valid_from, (entity_id,)) for rid, namespace, valid_from in found}
     return _ranked(rows, limit)

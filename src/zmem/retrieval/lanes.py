@@ -41,6 +41,9 @@ class QueryPlan:
     # is not comparable with it (None: not known, any vector of the same size counts).
     vector_model: str | None = None
     _narrow: list[str] | None = field(default=None, repr=False)
+    # entity -> its links, counted to ENTITY_BROAD_LINKS + 1 (narrow_entities): the entity lane
+    # reads it instead of counting again.
+    _breadth: dict[str, int] = field(default_factory=dict, repr=False)
     _informative: list[str] | None = field(default=None, repr=False)
     # (entities, as_of, floor) -> (window asked, rows): the entity lane's ranking over every
     # namespace.
@@ -69,8 +72,8 @@ class QueryPlan:
         per recall, not once per tier."""
         if self._narrow is None:
             entity_ids = db.matched_entities(conn, self.aliases)
-            breadth = db.entity_breadth(conn, entity_ids, ENTITY_BROAD_LINKS)
-            self._narrow = [e for e in entity_ids if breadth[e] <= ENTITY_BROAD_LINKS]
+            self._breadth = db.entity_breadth(conn, entity_ids, ENTITY_BROAD_LINKS)
+            self._narrow = [e for e in entity_ids if self._breadth[e] <= ENTITY_BROAD_LINKS]
         return self._narrow
 
     def entity_rows(
@@ -82,17 +85,19 @@ class QueryPlan:
         narrow for that window runs its own query."""
         window = want * PREFETCH
         everywhere = Scope(None, scope.as_of, scope.floor)
+        # Counted to ENTITY_BROAD_LINKS + 1, beyond any window a prompt asks for.
+        known = self._breadth if all(e in self._breadth for e in narrow) else None
         rows, exhausted = _windowed(
             self._entity_rows,
             (tuple(narrow), scope.as_of, scope.floor),
             window,
-            lambda w: db.entity_lane(conn, narrow, everywhere, w),
+            lambda w: db.entity_lane(conn, narrow, everywhere, w, known),
         )
         spaces = scope.namespaces
         kept = [r for r in rows if spaces is None or r[1] in spaces][:want]
         if len(kept) >= want or exhausted:
             return kept
-        return db.entity_lane(conn, narrow, scope, want)
+        return db.entity_lane(conn, narrow, scope, want, known)
 
     def informative_terms(self, conn: apsw.Connection) -> list[str]:
         """The terms bm25 can rank by: FTS5 clamps the IDF of a term held by half the rows or
