@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -110,6 +111,19 @@ def served(isolated_env, store_path, monkeypatch):
         _settle(lambda: not http_hook.running(data) and not _workers(data))
         for pid in _workers(data):
             os.kill(pid, signal.SIGKILL)
+
+
+def _port_free(port: int) -> bool:
+    """Nothing listens on the port: a bind to it succeeds (SO_REUSEADDR passes TIME_WAIT)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((http_hook.LOOPBACK, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 def _answered(status: int, body: bytes) -> str:
@@ -213,9 +227,11 @@ def test_after_an_idle_exit_the_first_prompt_starts_it_again(
 def test_the_keeper_leaves_when_setup_no_longer_wires_it(served):
     """`setup claude --remove` (or a switch to command hooks) deletes the config: the resident
     process sees it within a second of idle, and the keeper leaves after it."""
-    data, _ = served
+    data, config = served
     http_hook.config_path(data).unlink()
-    assert _settle(lambda: not http_hook.running(data) and not _workers(data), timeout=20)
+    # Not `http_hook.running`: it reads the port from the config just deleted, so it says
+    # False at once. The port itself is the keeper's last hold (its pid file goes first).
+    assert _settle(lambda: _port_free(config.port) and not _workers(data), timeout=20)
     assert not (data / "zmem-hookd-keeper.pid").exists()
 
 
@@ -326,7 +342,8 @@ def test_setup_claude_wires_the_prompt_as_an_http_hook(home, run_cli, monkeypatc
         assert done.exit_code == 0, done.output
         assert settings.read_text() == mine
         assert not http_hook.config_path(data).exists()
-        assert _settle(lambda: not http_hook.running(data) and not _workers(data), timeout=45)
+        # The config is gone, so `running` cannot name the port: ask the port itself.
+        assert _settle(lambda: _port_free(config.port) and not _workers(data), timeout=45)
     finally:
         keeper.stop(data)
 
@@ -383,7 +400,6 @@ def test_a_broken_config_file_is_not_ours(isolated_env, monkeypatch):
 def test_a_resident_process_that_keeps_dying_is_not_restarted_in_a_loop(isolated_env):
     """A broken install: every resident process dies at once. With a prompt left in the port's
     queue the keeper would restart it as fast as it dies; after five crashes it pauses."""
-    import socket
     import threading
 
     data = Path(os.environ["ZMEM_DATA"])
@@ -416,7 +432,6 @@ def test_a_trickling_client_does_not_hold_the_prompt(served, tmp_path):
     """The port is open to every local user. One who connects and sends a byte a second gets
     at most the request deadline (2 s in all, not per read) before the resident process drops
     it, and the user's own prompt behind it is answered."""
-    import socket
     import threading
 
     _, config = served
@@ -450,8 +465,6 @@ def test_a_port_another_program_took_is_moved_by_setup_and_named_by_doctor(
     """After a reboot another program may listen on the configured port before any keeper
     does; it would get the prompts and the secret. doctor says so (warn), and setup moves the
     hook to a free port with a new secret."""
-    import socket
-
     monkeypatch.setenv("ZMEM_HOOK_DAEMON", "1")
     data = Path(os.environ["ZMEM_DATA"])
     first = http_hook.new_config(None)
@@ -481,8 +494,6 @@ def test_a_port_another_program_took_is_moved_by_setup_and_named_by_doctor(
 def test_doctor_fails_when_the_wired_port_is_taken(home, run_cli, monkeypatch):
     """A program on the hook's port that cannot answer the identity question (it never
     read the secret) gets the prompts and the secret: doctor fails (issue 48), naming it."""
-    import socket
-
     monkeypatch.setenv("ZMEM_HOOK_DAEMON", "1")
     data = Path(os.environ["ZMEM_DATA"])
     try:
@@ -509,8 +520,6 @@ def test_doctor_fails_when_the_wired_port_is_taken(home, run_cli, monkeypatch):
 def test_a_resident_process_serves_only_the_port_the_config_still_names(isolated_env):
     """setup moved the hook to another port (and secret) after the keeper bound this one: the
     new secret must not open the old port, so that process takes no http config at all."""
-    import socket
-
     from zmem.resident import daemon
 
     data = Path(os.environ["ZMEM_DATA"])
@@ -529,8 +538,6 @@ def test_asking_whether_the_port_is_held_connects_to_no_one(isolated_env):
     """running() is asked at every SessionStart. A test connection was accepted by the
     resident process the keeper hands the socket to: it woke, read nothing and refused a
     request. A bind tells the same without touching the listener."""
-    import socket
-
     data = Path(os.environ["ZMEM_DATA"])
     config = http_hook.new_config(None)
     http_hook.write_config(data, config)
