@@ -103,7 +103,10 @@ def _keep(store_path: Path, monkeypatch, idle_s: str) -> tuple[Path, http_hook.H
 def served(isolated_env, store_path, monkeypatch):
     """A keeper on a store with one lesson, running; stopped after."""
     data, config = _keep(store_path, monkeypatch, "600")
-    assert _settle(lambda: http_hook.running(data))
+    # The keeper binds the port, then writes its pid file, then starts its resident process:
+    # wait for the last, or a test reading the pid file can find none yet.
+    assert _settle(lambda: http_hook.running(data) and (data / KEEPER_PID).exists())
+    assert _settle(lambda: bool(_workers(data)))
     try:
         yield data, config
     finally:
@@ -333,6 +336,9 @@ def test_setup_claude_wires_the_prompt_as_an_http_hook(home, run_cli, monkeypatc
         assert stat.S_IMODE(settings.stat().st_mode) == 0o600
         assert stat.S_IMODE(http_hook.config_path(data).stat().st_mode) == 0o600
         assert _settle(lambda: http_hook.running(data))  # warm before the first prompt
+        # "keeper running" is the resident process answering the identity question, which
+        # it can do once started (bound is not yet answering).
+        assert _settle(lambda: http_hook.challenge(config) is True)
         doctor = json.loads(run_cli("doctor", "--format", "json").output)
         wiring = next(c for c in doctor["checks"] if c["check"] == "host-wiring")
         assert f"prompt: http hook on 127.0.0.1:{config.port}, keeper running" in wiring["detail"]

@@ -6,6 +6,7 @@ a program's argv proves nothing (another user can imitate it). Standard library 
 
 from __future__ import annotations
 
+import errno
 import hmac
 import json
 import os
@@ -169,3 +170,41 @@ def challenge(port: int, secret: str, timeout: float = 3.0) -> bool | None:
     except (ValueError, AttributeError):
         return False
     return isinstance(given, str) and hmac.compare_digest(given, identity_proof(secret, nonce))
+
+
+_IN_USE = {errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", errno.EADDRINUSE)}
+
+
+def in_use(port: int) -> bool:
+    """Something listens on the loopback `port`: binding it fails. A test connection would be
+    accepted by whatever listens (the keeper's resident process would wake and refuse a
+    request); a bind touches no one. SO_REUSEADDR lets the bind pass over connections in
+    TIME_WAIT, never over a listener; on Windows it would let the bind share a listener's
+    port, so there the exclusive option is asked instead."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        exclusive = getattr(socket, "SO_EXCLUSIVEADDRUSE", None)  # Windows only
+        if exclusive is not None:
+            s.setsockopt(socket.SOL_SOCKET, exclusive, 1)
+        else:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((LOOPBACK, port))
+        return False
+    except OSError as exc:
+        # Windows reports a held port by its Winsock code (WSAEADDRINUSE), not the C errno.
+        return exc.errno in _IN_USE
+    finally:
+        s.close()
+
+
+def released(port: int, within: float) -> bool:
+    """The port's listener lets it go within `within` seconds. A keeper that finds its install
+    deleted when a connection wakes it closes that connection unanswered and leaves: a failed
+    challenge followed by a free port is that keeper leaving, not a program that cannot prove
+    itself (which keeps listening)."""
+    deadline = time.monotonic() + within
+    while in_use(port):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True

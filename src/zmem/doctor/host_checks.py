@@ -379,7 +379,8 @@ def _prompt_hook(env: Mapping[str, str], home: Path) -> str:
     # Whatever listens must prove it knows the secret (argv proves nothing): a program of this
     # user that imitates the keeper fails here too.
     proven = ports.challenge(port, secret, timeout=5.0) if isinstance(secret, str) else None
-    if proven is None:
+    if proven is None or (proven is False and ports.released(port, within=1.0)):
+        # Released: the keeper this question woke found its install deleted and left.
         return f"{where}, keeper not running (the next Claude Code session starts it)"
     if proven:
         return f"{where}, keeper running"

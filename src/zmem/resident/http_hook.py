@@ -7,7 +7,6 @@ the JSON body Claude Code reads. Also the settings the keeper, the resident proc
 
 from __future__ import annotations
 
-import errno
 import hmac
 import json
 import os
@@ -240,32 +239,12 @@ def reply(conn: socket.socket, status: int, body: str) -> None:
     conn.sendall(head.encode("ascii") + data)
 
 
-_IN_USE = {errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", errno.EADDRINUSE)}
-
-
 def running(data_dir: Path) -> bool:
-    """Something holds the configured port: binding it fails. A test connection would be
-    accepted by the resident process the keeper hands the socket to, wake it, and cost it a
-    refused request; a bind touches no one. SO_REUSEADDR lets the bind pass over connections
-    in TIME_WAIT, never over a listener; on Windows it would let the bind share a listener's
-    port, so there the exclusive option is asked instead."""
+    """Something holds the configured port (ports.in_use: a bind, which touches no one; a test
+    connection would wake the resident process the keeper hands the socket to and cost it a
+    refused request)."""
     config = load_config(data_dir)
-    if config is None:
-        return False
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        exclusive = getattr(socket, "SO_EXCLUSIVEADDRUSE", None)  # Windows only
-        if exclusive is not None:
-            s.setsockopt(socket.SOL_SOCKET, exclusive, 1)
-        else:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((LOOPBACK, config.port))
-        return False
-    except OSError as exc:
-        # Windows reports a held port by its Winsock code (WSAEADDRINUSE), not the C errno.
-        return exc.errno in _IN_USE
-    finally:
-        s.close()
+    return config is not None and ports.in_use(config.port)
 
 
 def held_by_another(data_dir: Path, port: int) -> bool:

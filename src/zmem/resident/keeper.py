@@ -23,6 +23,7 @@ CRASHES_BEFORE_WAITING = 5  # in that window: then start the next only when a re
 CRASH_PAUSE_S = 10.0  # then, between starts
 CONFIG_CHECK_S = 30.0  # how often an idle keeper checks that setup still wants it
 EXIT_IDLE, EXIT_HANDOVER = 0, 3  # resident.daemon's exit statuses (not imported: it is heavy)
+EXIT_NOT_STARTED = 127  # the resident process could not be started at all (as a shell says)
 
 
 def _wanted(data_dir: Path, config: http_hook.HttpConfig) -> bool:
@@ -108,17 +109,27 @@ class Keeper:
         return False
 
     def _run_worker(self) -> int:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "zmem.resident.daemon", str(self.data_dir),
-                "--http-fd", str(self.sock.fileno()),
-            ],
-            pass_fds=(self.sock.fileno(),),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=code.env_for_this_install(),
-        )  # fmt: skip
+        try:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable, "-m", "zmem.resident.daemon", str(self.data_dir),
+                    "--http-fd", str(self.sock.fileno()),
+                ],
+                pass_fds=(self.sock.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=code.env_for_this_install(),
+            )  # fmt: skip
+        except OSError:
+            # The interpreter went between the loop's check and this start (an uninstall
+            # mid-way): a failed start, counted as a crash; the loop's next check finds the
+            # install gone and stops, instead of the keeper dying unlogged.
+            return EXIT_NOT_STARTED
+        if self.stopping:
+            # A stop that came while the process was starting found none to end: end it now,
+            # or the keeper would wait on it until it idled out.
+            self.proc.terminate()
         try:
             return self.proc.wait()
         finally:
