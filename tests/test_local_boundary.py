@@ -215,6 +215,22 @@ def _stop_keeper(data: Path) -> bool:
     )
 
 
+def _leave_nothing_running(data: Path) -> None:
+    """Teardown. A keeper that setup started in the background can bind after a stop has
+    found nothing (one leaked from a run, outliving its test), so the config goes first: a
+    keeper not yet started then refuses to, and one running leaves with its resident process
+    within a second of idle. Then stop until no keeper or resident process of this data dir
+    runs."""
+    http_hook.config_path(data).unlink(missing_ok=True)
+    keepers = ["pgrep", "-f", f"zmem.resident.keeper {data}"]
+
+    def gone() -> bool:
+        running = subprocess.run(keepers, capture_output=True).stdout.strip()
+        return not keeper.stop(data) and not running and not _workers(data)
+
+    assert _settle(gone, timeout=30), "a keeper or resident process outlived the test"
+
+
 @pytest.fixture
 def wired(isolated_env, monkeypatch):
     """`zmem setup claude` with the http prompt hook, in a throwaway HOME; the keeper stopped,
@@ -228,7 +244,7 @@ def wired(isolated_env, monkeypatch):
     data = Path(os.environ["ZMEM_DATA"])
     assert _stop_keeper(data)
     yield home, data
-    _settle(lambda: not keeper.stop(data) and not _workers(data))
+    _leave_nothing_running(data)
 
 
 def test_doctor_fails_and_names_another_users_program_on_the_hook_port(attacker, wired):
@@ -524,10 +540,9 @@ def home(isolated_env, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("ZMEM_HOOK_DAEMON", "1")
     yield home
-    data = Path(os.environ["ZMEM_DATA"])
     # A test may have moved the hook (a new port): stop whatever keeper runs now, and its
     # workers, so none outlives the test.
-    _settle(lambda: not keeper.stop(data) and not _workers(data))
+    _leave_nothing_running(Path(os.environ["ZMEM_DATA"]))
 
 
 def test_setup_refuses_a_settings_file_linked_to_a_device(home):
