@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from zmem import MemoryStore
+from zmem import MemoryStore, ports
 from zmem.layout import HTTP_CONFIG, KEEPER_PID
 from zmem.resident import http_hook, keeper
 
@@ -73,6 +73,13 @@ def _prompt(cwd: Path, prompt: str = PROMPT, session: str = "s1") -> dict:
     }
 
 
+def _keepers(data: Path) -> list[int]:
+    found = subprocess.run(
+        ["pgrep", "-f", f"zmem.resident.keeper {data}"], capture_output=True, text=True
+    ).stdout.split()
+    return [int(p) for p in found]
+
+
 def _workers(data: Path) -> list[int]:
     found = subprocess.run(
         ["pgrep", "-f", f"zmem.resident.daemon {data} --http-fd"], capture_output=True, text=True
@@ -114,19 +121,6 @@ def served(isolated_env, store_path, monkeypatch):
         _settle(lambda: not http_hook.running(data) and not _workers(data))
         for pid in _workers(data):
             os.kill(pid, signal.SIGKILL)
-
-
-def _port_free(port: int) -> bool:
-    """Nothing listens on the port: a bind to it succeeds (SO_REUSEADDR passes TIME_WAIT)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((http_hook.LOOPBACK, port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def _answered(status: int, body: bytes) -> str:
@@ -234,7 +228,7 @@ def test_the_keeper_leaves_when_setup_no_longer_wires_it(served):
     http_hook.config_path(data).unlink()
     # Not `http_hook.running`: it reads the port from the config just deleted, so it says
     # False at once. The port itself is the keeper's last hold (its pid file goes first).
-    assert _settle(lambda: _port_free(config.port) and not _workers(data), timeout=20)
+    assert _settle(lambda: not ports.in_use(config.port) and not _workers(data), timeout=20)
     assert not (data / "zmem-hookd-keeper.pid").exists()
 
 
@@ -349,7 +343,7 @@ def test_setup_claude_wires_the_prompt_as_an_http_hook(home, run_cli, monkeypatc
         assert settings.read_text() == mine
         assert not http_hook.config_path(data).exists()
         # The config is gone, so `running` cannot name the port: ask the port itself.
-        assert _settle(lambda: _port_free(config.port) and not _workers(data), timeout=45)
+        assert _settle(lambda: not ports.in_use(config.port) and not _workers(data), timeout=45)
     finally:
         keeper.stop(data)
 

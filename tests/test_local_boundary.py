@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from test_http_hook import _post, _settle, _workers
+from test_http_hook import _keepers, _post, _settle, _workers
 from zmem.resident import http_hook, keeper
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,13 +222,9 @@ def _leave_nothing_running(data: Path) -> None:
     within a second of idle. Then stop until no keeper or resident process of this data dir
     runs."""
     http_hook.config_path(data).unlink(missing_ok=True)
-    keepers = ["pgrep", "-f", f"zmem.resident.keeper {data}"]
-
-    def gone() -> bool:
-        running = subprocess.run(keepers, capture_output=True).stdout.strip()
-        return not keeper.stop(data) and not running and not _workers(data)
-
-    assert _settle(gone, timeout=30), "a keeper or resident process outlived the test"
+    assert _settle(
+        lambda: not keeper.stop(data) and not _keepers(data) and not _workers(data), timeout=30
+    ), "a keeper or resident process outlived the test"
 
 
 @pytest.fixture

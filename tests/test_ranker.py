@@ -14,7 +14,7 @@ import pytest
 from conftest import add_row, load_script
 from zmem.evaluation import harness
 from zmem.evaluation import ranker_train as rt
-from zmem.retrieval import ranker
+from zmem.retrieval import fusion, ranker
 
 NS = "project:rank"
 
@@ -249,7 +249,10 @@ def test_train_ranker_refuses_bad_input_and_writes_nothing(tmp_path, capsys):
 
 def test_query_statistics_read_the_first_word_and_the_pool():
     natives = [{"fts": 1.0, "coverage": 0.5}, {"vector": 0.7}, {"vector": 0.4, "entity": 1.0}]
-    stats = ranker.query_stats("  Why does the deploy hang", ["deploy", "hang"], natives, 0.5)
+    # e is fusion's query coverage of the same pool, which the pipeline passes in.
+    e = fusion.query_coverage(natives)
+    assert e == 0.5
+    stats = ranker.query_stats("  Why does the deploy hang", ["deploy", "hang"], natives, e)
     assert stats == ranker.QueryStats(e=0.5, question=1.0, short=1.0, top_vector=0.7)
     assert ranker.query_stats("deploy hangs?", ["deploy"], [], 0.0).question == 1.0
     assert ranker.query_stats("whatever deploy", ["deploy"], [], 0.0).question == 0.0

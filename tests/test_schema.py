@@ -251,6 +251,8 @@ def test_a_v14_store_gains_dated_entity_links(store_path):
         new = store.add("`docker` layer cache lives in the registry", namespace="project:x",
                         type="fact", signal="test")  # fmt: skip
         c = store._conn
+        backfilled = dict(c.execute("SELECT memory_id, valid_from FROM memory_entity"))
+        assert backfilled[old.id] == store.get(old.id).valid_from  # the v14 link, dated on open
         c.execute("UPDATE memory SET valid_from = '2020-01-01T00:00:00.000000Z' WHERE id = ?",
                   (old.id,))  # fmt: skip
         dated = dict(c.execute("SELECT memory_id, valid_from FROM memory_entity"))
